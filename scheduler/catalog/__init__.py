@@ -1,0 +1,7 @@
+"""The HostCatalog: what Placement does not know about hosts (DESIGN.md principle 3)."""
+from __future__ import annotations
+
+from scheduler.catalog.catalog import HostCatalog
+from scheduler.catalog.hosts_file import HostsFileContent, parse_hosts, read_hosts_file
+
+__all__ = ['HostCatalog', 'HostsFileContent', 'parse_hosts', 'read_hosts_file']

@@ -1,0 +1,293 @@
+"""HostCatalog: what Placement does not know about compute hosts.
+
+Placement knows providers, their resources, traits and aggregate UUIDs. A
+scheduler also needs the service host and cell of each compute node, aggregate
+metadata (availability zones, weight overrides), the instances on each host and
+whether the compute service is disabled. Nova reads those from its databases;
+this service has none (DESIGN.md principle 3) and keeps them here, fed by
+
+* a static hosts file (:mod:`scheduler.catalog.hosts_file`), loaded at start-up
+  and replaced as a whole by :meth:`HostCatalog.load_file`;
+* the fanout casts Nova already sends (aggregates from nova-api, instance lists
+  from nova-compute), applied with Nova's semantics where Nova would not need its
+  database;
+* provider names learned from Placement, for providers the file does not list.
+
+Aggregates from casts are newer news than the file: an aggregate updated or
+deleted by a cast stays so when the file is reloaded (matched by aggregate uuid).
+
+Every method takes the one lock; casts arrive on RPC threads while requests
+read. Returned containers are new; the Aggregate and HostRecord objects in them
+are shared and must be treated as read-only (the catalog never mutates them, it
+replaces them).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid, read_hosts_file
+from scheduler.exceptions import CatalogError
+from scheduler.host_state import HostRecord
+from scheduler.objects.spec import Aggregate
+
+LOG = logging.getLogger(__name__)
+
+
+class _FileLayer:
+    """One hosts file's content with the indexes lookups need; never mutated."""
+
+    def __init__(self, content: HostsFileContent, path: str | None):
+        self.path = path
+        self.content = content
+        self.by_provider = {r.provider_uuid: r for r in content.hosts if r.provider_uuid}
+        self.by_nodename = {r.nodename: r for r in content.hosts}
+        self.aggregates = {a.uuid: a for a in content.aggregates}
+
+
+class HostCatalog:
+    def __init__(self, *, default_cell_uuid: str, default_availability_zone: str = 'nova'):
+        try:
+            self._default_cell_uuid = normalize_uuid(default_cell_uuid)
+        except (TypeError, ValueError):
+            raise CatalogError(
+                f'default cell uuid must be a UUID, got {default_cell_uuid!r}') from None
+        self._default_availability_zone = default_availability_zone
+        self._lock = threading.Lock()
+        self._file = _FileLayer(HostsFileContent(), None)
+        # Aggregates as the casts left them, and uuids of aggregates deleted by a cast.
+        self._cast_aggregates: dict[str, Aggregate] = {}
+        self._deleted_aggregates: set[str] = set()
+        # Instances per service host, for hosts whose full list we know
+        # (insertion-ordered dicts used as sets).
+        self._instances: dict[str, dict[str, None]] = {}
+        self._provider_names: dict[str, str] = {}
+        # Derived from the file and the casts by _rebuild_aggregates().
+        self._aggregates: tuple[Aggregate, ...] = ()
+        self._aggregates_by_host: dict[str, tuple[Aggregate, ...]] = {}
+
+    # Loading ---------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str, **kw: Any) -> HostCatalog:
+        catalog = cls(**kw)
+        catalog.load_file(path)
+        return catalog
+
+    def load_file(self, path: str) -> None:
+        """Replace everything the previous file said; on error nothing changes."""
+        content = read_hosts_file(path, default_cell_uuid=self._default_cell_uuid)
+        layer = _FileLayer(content, path)
+        with self._lock:
+            self._file = layer
+            self._rebuild_aggregates()
+        LOG.info('host catalog loaded %s: %d hosts, %d aggregates, %d cells', path,
+                 len(content.hosts), len(content.aggregates), len(content.cells))
+
+    # Hosts -----------------------------------------------------------------------------
+    def record_for_provider(self, provider_uuid: str, provider_name: str | None) -> HostRecord:
+        """The record of the compute node whose root provider this is.
+
+        Known by provider uuid, else by nodename == provider name (the name
+        Placement gives a compute node's provider); a file record that names a
+        different provider uuid does not match by name. Unknown providers get a
+        record whose node and service host are the provider name (the uuid
+        when no name is known) in the default cell.
+        """
+        with self._lock:
+            record, _ = self._resolve(provider_uuid, provider_name)
+        return record
+
+    def provider_name(self, provider_uuid: str) -> str | None:
+        with self._lock:
+            name = self._provider_names.get(provider_uuid)
+            if name is None:
+                record = self._file.by_provider.get(provider_uuid)
+                name = record.nodename if record else None
+        return name
+
+    def remember_provider_names(self, names: Mapping[str, str]) -> None:
+        """Learn provider uuid -> name pairs from Placement."""
+        with self._lock:
+            self._provider_names.update(names)
+
+    def unknown_provider_uuids(self, uuids: Iterable[str]) -> set[str]:
+        """The uuids for which neither the file nor Placement told us a name."""
+        with self._lock:
+            return {u for u in uuids
+                    if u not in self._provider_names and u not in self._file.by_provider}
+
+    def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
+        """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced
+        hosts) and named ``node`` (exact); None matches any. Sorted by host, node.
+
+        Candidates are the file's records and the providers whose names were
+        learned from Placement; records carry the provider uuid when known.
+        """
+        with self._lock:
+            records = self._all_records()
+        wanted_host = host.lower() if host is not None else None
+        return sorted(
+            (r for r in records
+             if (wanted_host is None or r.service_host.lower() == wanted_host)
+             and (node is None or r.nodename == node)),
+            key=lambda r: (r.service_host, r.nodename))
+
+    def cells(self) -> set[str]:
+        """Every cell a node can be in, the default cell included."""
+        with self._lock:
+            return self._cells()
+
+    # Aggregates ------------------------------------------------------------------------
+    def aggregates_for_host(self, service_host: str) -> list[Aggregate]:
+        with self._lock:
+            return list(self._aggregates_by_host.get(service_host, ()))
+
+    def aggregates_with_metadata(self, key: str, value: str | None = None) -> list[Aggregate]:
+        """Aggregates whose metadata has ``key`` (with ``value``, when given)."""
+        with self._lock:
+            aggregates = self._aggregates
+        return [a for a in aggregates
+                if key in a.metadata and (value is None or a.metadata[key] == value)]
+
+    def availability_zone(self, service_host: str) -> str:
+        """The host's AZ: from its aggregates' metadata, else the default AZ."""
+        for aggregate in self.aggregates_for_host(service_host):
+            if aggregate.availability_zone:
+                return aggregate.availability_zone
+        return self._default_availability_zone
+
+    # Instances -------------------------------------------------------------------------
+    def instances_on_host(self, service_host: str) -> dict[str, dict]:
+        """uuid -> ``{'uuid': uuid}`` for the instances the casts reported on the host."""
+        with self._lock:
+            uuids = list(self._instances.get(service_host, ()))
+        return {u: {'uuid': u} for u in uuids}
+
+    # Fanout casts ----------------------------------------------------------------------
+    def update_aggregates(self, aggregates: list[Aggregate] | Aggregate) -> None:
+        """Nova's HostManager.update_aggregates: each aggregate replaces the one with
+        its uuid, and its host list replaces its old memberships."""
+        if isinstance(aggregates, Aggregate):  # Nova's manager accepts one, too
+            aggregates = [aggregates]
+        copies = [_copy_aggregate(a) for a in aggregates]
+        with self._lock:
+            for aggregate in copies:
+                self._cast_aggregates[aggregate.uuid] = aggregate
+                self._deleted_aggregates.discard(aggregate.uuid)
+            self._rebuild_aggregates()
+        LOG.debug('aggregates updated by cast: %s', [a.name for a in copies])
+
+    def delete_aggregate(self, aggregate: Aggregate) -> None:
+        aggregate = _copy_aggregate(aggregate)
+        with self._lock:
+            self._cast_aggregates.pop(aggregate.uuid, None)
+            self._deleted_aggregates.add(aggregate.uuid)
+            self._rebuild_aggregates()
+        LOG.debug('aggregate %s deleted by cast', aggregate.name)
+
+    def update_instance_info(self, host: str, instance_uuids: list[str]) -> None:
+        """New or changed instances on ``host``.
+
+        Known host: merged. Unknown host: Nova takes a list of more than one
+        instance as the host's full list and re-reads the database otherwise;
+        with no database, any list is taken as the full list until the next
+        sync_instance_info (nova-compute sends one every 120 s by default).
+        """
+        with self._lock:
+            known = self._instances.get(host)
+            if known is None:
+                self._instances[host] = dict.fromkeys(instance_uuids)
+            else:
+                known.update(dict.fromkeys(instance_uuids))
+
+    def delete_instance_info(self, host: str, instance_uuid: str) -> None:
+        """An instance left ``host``. Unknown host: nothing is known to remove (Nova
+        would re-read the database); the host stays unknown until a list arrives."""
+        with self._lock:
+            known = self._instances.get(host)
+            if known is not None:
+                known.pop(instance_uuid, None)
+
+    def sync_instance_info(self, host: str, instance_uuids: list[str]) -> None:
+        """The full list of instances on ``host``. Nova keeps its view when the list
+        matches and re-reads the database when it does not; the compute host's own
+        list is what that read would return, so it replaces ours."""
+        with self._lock:
+            self._instances[host] = dict.fromkeys(instance_uuids)
+
+    # Introspection ---------------------------------------------------------------------
+    def snapshot_stats(self) -> dict:
+        with self._lock:
+            return {
+                'hosts_file': self._file.path,
+                'file_hosts': len(self._file.content.hosts),
+                'file_aggregates': len(self._file.aggregates),
+                'cells': len(self._cells()),
+                'aggregates': len(self._aggregates),
+                'aggregates_from_casts': len(self._cast_aggregates),
+                'aggregates_deleted_by_casts': len(self._deleted_aggregates),
+                'hosts_with_instance_info': len(self._instances),
+                'instances': sum(len(v) for v in self._instances.values()),
+                'provider_names': len(self._provider_names),
+            }
+
+    # Internals (callers hold the lock) -------------------------------------------------
+    def _resolve(self, provider_uuid: str, provider_name: str | None
+                 ) -> tuple[HostRecord, bool]:
+        """(record, whether it comes from the file)."""
+        record = self._file.by_provider.get(provider_uuid)
+        if record is not None:
+            return record, True
+        name = provider_name or self._provider_names.get(provider_uuid)
+        if name is not None:
+            record = self._file.by_nodename.get(name)
+            if record is not None and record.provider_uuid is None:
+                return dataclasses.replace(record, provider_uuid=provider_uuid), True
+        name = name or provider_uuid
+        return HostRecord(nodename=name, service_host=name, cell_uuid=self._default_cell_uuid,
+                          provider_uuid=provider_uuid), False
+
+    def _cells(self) -> set[str]:
+        result = set(self._file.content.cells)
+        result.update(r.cell_uuid for r in self._file.content.hosts)
+        result.add(self._default_cell_uuid)
+        return result
+
+    def _all_records(self) -> list[HostRecord]:
+        by_name: dict[str, str] = {}
+        for provider_uuid, name in self._provider_names.items():
+            if provider_uuid not in self._file.by_provider:
+                by_name.setdefault(name, provider_uuid)
+        records = []
+        for record in self._file.content.hosts:
+            learned = by_name.get(record.nodename) if record.provider_uuid is None else None
+            records.append(dataclasses.replace(record, provider_uuid=learned)
+                           if learned else record)
+        for provider_uuid, name in self._provider_names.items():
+            record, from_file = self._resolve(provider_uuid, name)
+            if not from_file:
+                records.append(record)
+        return records
+
+    def _rebuild_aggregates(self) -> None:
+        merged = {u: a for u, a in self._file.aggregates.items()
+                  if u not in self._deleted_aggregates}
+        merged.update(self._cast_aggregates)
+        ordered = tuple(sorted(merged.values(), key=lambda a: (a.id, a.uuid)))
+        by_host: dict[str, list[Aggregate]] = {}
+        for aggregate in ordered:
+            for host in dict.fromkeys(aggregate.hosts):
+                by_host.setdefault(host, []).append(aggregate)
+        self._aggregates = ordered
+        self._aggregates_by_host = {h: tuple(aggs) for h, aggs in by_host.items()}
+
+
+def _copy_aggregate(aggregate: Aggregate) -> Aggregate:
+    if not isinstance(aggregate, Aggregate):
+        raise CatalogError(f'expected an Aggregate, got {type(aggregate).__name__}')
+    # The caller keeps its object; ours must not change under the lock's feet.
+    return Aggregate(id=aggregate.id, uuid=aggregate.uuid, name=aggregate.name,
+                     hosts=list(aggregate.hosts or ()), metadata=dict(aggregate.metadata or {}))

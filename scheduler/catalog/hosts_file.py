@@ -1,0 +1,340 @@
+"""The static hosts file: YAML in, validated plain data out.
+
+The format is documented in ``etc/scheduler/hosts.yaml.sample``. Parsing is
+strict (unknown keys, wrong types and duplicates are errors) because a typo in
+this file silently changes where instances land; every error names the file
+and the entry.
+"""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import math
+import uuid as uuidlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from scheduler.exceptions import CatalogError
+from scheduler.host_state import HostRecord
+from scheduler.objects.spec import Aggregate
+
+_TOP_KEYS = frozenset({'cells', 'aggregates', 'hosts'})
+_CELL_KEYS = frozenset({'uuid', 'name'})
+_AGGREGATE_KEYS = frozenset({'id', 'uuid', 'name', 'hosts', 'metadata'})
+_HOST_KEYS = frozenset({
+    'nodename', 'service_host', 'provider_uuid', 'cell', 'disabled', 'disabled_reason',
+    'forced_down', 'last_seen_up', 'host_ip', 'hypervisor_type', 'hypervisor_version',
+    'cpu_info', 'supported_instances', 'stats', 'metrics',
+})
+
+
+@dataclass(frozen=True)
+class HostsFileContent:
+    """What one hosts file says. Records and aggregates are not shared with callers."""
+
+    cells: Mapping[str, str | None] = field(default_factory=dict)  # uuid -> name
+    aggregates: tuple[Aggregate, ...] = ()
+    hosts: tuple[HostRecord, ...] = ()
+
+
+def normalize_uuid(value: str) -> str:
+    """The canonical (lower-case, hyphenated) form Placement uses; ValueError if not a UUID."""
+    return str(uuidlib.UUID(value))
+
+
+def read_hosts_file(path: str, *, default_cell_uuid: str) -> HostsFileContent:
+    """Read and validate ``path``; :class:`CatalogError` naming the file on any problem."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise CatalogError(f'{path}: cannot read the hosts file: {e.strerror or e}') from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        where = f' at line {mark.line + 1}, column {mark.column + 1}' if mark else ''
+        problem = getattr(e, 'problem', None) or str(e)
+        raise CatalogError(f'{path}: not valid YAML{where}: {problem}') from e
+    except UnicodeDecodeError as e:
+        raise CatalogError(f'{path}: not UTF-8 text: {e}') from e
+    return parse_hosts(data, source=path, default_cell_uuid=default_cell_uuid)
+
+
+def parse_hosts(data: Any, *, source: str, default_cell_uuid: str) -> HostsFileContent:
+    """Validate the loaded YAML document ``data`` (None: an empty file)."""
+    if data is None:
+        return HostsFileContent()
+    top = _Entry(source, 'top level')
+    top.check_mapping(data, _TOP_KEYS)
+    cells = _parse_cells(_list_of(data.get('cells'), source, 'cells'), source)
+    aggregates = _parse_aggregates(_list_of(data.get('aggregates'), source, 'aggregates'),
+                                   source)
+    hosts = _parse_hosts(_list_of(data.get('hosts'), source, 'hosts'), source, cells,
+                         normalize_uuid(default_cell_uuid))
+    return HostsFileContent(cells=cells, aggregates=tuple(aggregates), hosts=tuple(hosts))
+
+
+class _Entry:
+    """Where in the file we are, for error messages, and typed field readers."""
+
+    def __init__(self, source: str, where: str):
+        self.source = source
+        self.where = where
+
+    def error(self, message: str) -> CatalogError:
+        return CatalogError(f'{self.source}: {self.where}: {message}')
+
+    def check_mapping(self, value: Any, allowed: frozenset[str]) -> None:
+        if not isinstance(value, dict):
+            raise self.error(f'must be a mapping, got {_kind(value)}')
+        unknown = sorted(str(k) for k in value if k not in allowed)
+        if unknown:
+            raise self.error(f'unknown key(s) {", ".join(unknown)}; '
+                             f'allowed: {", ".join(sorted(allowed))}')
+
+    def string(self, data: dict, key: str, *, required: bool = False) -> str | None:
+        value = data.get(key)
+        if value is None:
+            if required:
+                raise self.error(f'{key} is required')
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f'{key} must be a non-empty string, got {_kind(value)}')
+        return value
+
+    def uuid(self, data: dict, key: str, *, required: bool = False) -> str | None:
+        value = self.string(data, key, required=required)
+        if value is None:
+            return None
+        try:
+            return normalize_uuid(value)
+        except ValueError:
+            raise self.error(f'{key} must be a UUID, got {value!r}') from None
+
+    def boolean(self, data: dict, key: str) -> bool:
+        value = data.get(key, False)
+        if not isinstance(value, bool):
+            raise self.error(f'{key} must be true or false, got {_kind(value)}')
+        return value
+
+    def integer(self, data: dict, key: str) -> int | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f'{key} must be an integer, got {_kind(value)}')
+        return value
+
+    def mapping(self, data: dict, key: str) -> dict:
+        value = data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(f'{key} must be a mapping, got {_kind(value)}')
+        for k in value:
+            if not isinstance(k, str) or not k:
+                raise self.error(f'{key} keys must be non-empty strings, got {k!r}')
+        return value
+
+    def string_map(self, data: dict, key: str) -> dict[str, str]:
+        # Nova keeps aggregate metadata and host stats as strings; YAML would
+        # turn `2.0` into a float, so scalars are converted back.
+        result = {}
+        for k, v in self.mapping(data, key).items():
+            if isinstance(v, bool):
+                result[k] = 'true' if v else 'false'
+            elif isinstance(v, (str, int, float)):
+                result[k] = str(v)
+            else:
+                raise self.error(f'{key}.{k} must be a string or number, got {_kind(v)}')
+        return result
+
+    def string_list(self, data: dict, key: str) -> list[str]:
+        value = data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(f'{key} must be a list, got {_kind(value)}')
+        for item in value:
+            if not isinstance(item, str) or not item:
+                raise self.error(f'{key} items must be non-empty strings, got {item!r}')
+        return list(value)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return 'nothing'
+    if isinstance(value, bool):
+        return f'a boolean ({value})'
+    if isinstance(value, (int, float, str)):
+        return f'{type(value).__name__} {value!r}'
+    return {dict: 'a mapping', list: 'a list'}.get(type(value), type(value).__name__)
+
+
+def _list_of(value: Any, source: str, key: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CatalogError(f'{source}: {key}: must be a list, got {_kind(value)}')
+    return value
+
+
+def _parse_cells(items: list, source: str) -> dict[str, str | None]:
+    cells: dict[str, str | None] = {}
+    names: set[str] = set()
+    for i, item in enumerate(items):
+        entry = _Entry(source, f'cells[{i}]')
+        entry.check_mapping(item, _CELL_KEYS)
+        cell_uuid = entry.uuid(item, 'uuid', required=True)
+        name = entry.string(item, 'name')
+        if cell_uuid in cells:
+            raise entry.error(f'duplicate cell uuid {cell_uuid}')
+        if name is not None:
+            if name in names:
+                raise entry.error(f'duplicate cell name {name!r}')
+            names.add(name)
+        cells[cell_uuid] = name
+    return cells
+
+
+def _parse_aggregates(items: list, source: str) -> list[Aggregate]:
+    aggregates: list[Aggregate] = []
+    seen_uuids: set[str] = set()
+    seen_names: set[str] = set()
+    for i, item in enumerate(items):
+        label = item.get('name') if isinstance(item, dict) else None
+        entry = _Entry(source, f'aggregates[{i}]' + (f' ({label})' if label else ''))
+        entry.check_mapping(item, _AGGREGATE_KEYS)
+        name = entry.string(item, 'name', required=True)
+        # The uuid is the link to Placement: providers are members of the
+        # Placement aggregate with this uuid, which is what member_of asks for.
+        agg_uuid = entry.uuid(item, 'uuid', required=True)
+        agg_id = entry.integer(item, 'id')
+        metadata = entry.string_map(item, 'metadata')
+        if 'availability_zone' in metadata and not metadata['availability_zone'].strip():
+            raise entry.error('metadata.availability_zone must not be empty')
+        if agg_uuid in seen_uuids:
+            raise entry.error(f'duplicate aggregate uuid {agg_uuid}')
+        if name in seen_names:
+            raise entry.error(f'duplicate aggregate name {name!r}')
+        seen_uuids.add(agg_uuid)
+        seen_names.add(name)
+        aggregates.append(Aggregate(
+            id=agg_id if agg_id is not None else i + 1, uuid=agg_uuid, name=name,
+            hosts=entry.string_list(item, 'hosts'), metadata=metadata))
+    return aggregates
+
+
+def _parse_hosts(items: list, source: str, cells: Mapping[str, str | None],
+                 default_cell_uuid: str) -> list[HostRecord]:
+    cell_by_name = {name: cell_uuid for cell_uuid, name in cells.items() if name}
+    records: list[HostRecord] = []
+    nodenames: set[str] = set()
+    providers: set[str] = set()
+    for i, item in enumerate(items):
+        label = item.get('nodename') if isinstance(item, dict) else None
+        entry = _Entry(source, f'hosts[{i}]' + (f' ({label})' if label else ''))
+        entry.check_mapping(item, _HOST_KEYS)
+        record = _parse_host(entry, item, cell_by_name, default_cell_uuid)
+        if record.nodename in nodenames:
+            raise entry.error(f'duplicate nodename {record.nodename!r}')
+        if record.provider_uuid is not None:
+            if record.provider_uuid in providers:
+                raise entry.error(f'duplicate provider_uuid {record.provider_uuid}')
+            providers.add(record.provider_uuid)
+        nodenames.add(record.nodename)
+        records.append(record)
+    return records
+
+
+def _parse_host(entry: _Entry, item: dict, cell_by_name: Mapping[str, str],
+                default_cell_uuid: str) -> HostRecord:
+    nodename = entry.string(item, 'nodename', required=True)
+    assert nodename is not None
+    return HostRecord(
+        nodename=nodename,
+        service_host=entry.string(item, 'service_host') or nodename,
+        cell_uuid=_cell(entry, item, cell_by_name, default_cell_uuid),
+        provider_uuid=entry.uuid(item, 'provider_uuid'),
+        disabled=entry.boolean(item, 'disabled'),
+        disabled_reason=entry.string(item, 'disabled_reason'),
+        forced_down=entry.boolean(item, 'forced_down'),
+        last_seen_up=_timestamp(entry, item, 'last_seen_up'),
+        host_ip=_ip(entry, item),
+        hypervisor_type=entry.string(item, 'hypervisor_type'),
+        hypervisor_version=entry.integer(item, 'hypervisor_version'),
+        cpu_info=dict(entry.mapping(item, 'cpu_info')),
+        supported_instances=_supported_instances(entry, item),
+        stats=entry.string_map(item, 'stats'),
+        metrics=_metrics(entry, item),
+    )
+
+
+def _cell(entry: _Entry, item: dict, cell_by_name: Mapping[str, str],
+          default_cell_uuid: str) -> str:
+    ref = entry.string(item, 'cell')
+    if ref is None:
+        return default_cell_uuid
+    if ref in cell_by_name:
+        return cell_by_name[ref]
+    try:
+        return normalize_uuid(ref)
+    except ValueError:
+        known = ', '.join(sorted(cell_by_name)) or 'none declared'
+        raise entry.error(f'cell {ref!r} is neither a UUID nor the name of a cell in '
+                          f'"cells" ({known})') from None
+
+
+def _timestamp(entry: _Entry, item: dict, key: str) -> datetime.datetime | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            # Python 3.10's fromisoformat does not accept a trailing Z.
+            value = datetime.datetime.fromisoformat(value.strip().replace('Z', '+00:00'))
+        except ValueError:
+            raise entry.error(f'{key} must be an ISO 8601 timestamp, got {value!r}') from None
+    if not isinstance(value, datetime.datetime):
+        raise entry.error(f'{key} must be a timestamp, got {_kind(value)}')
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value
+
+
+def _ip(entry: _Entry, item: dict) -> str | None:
+    value = entry.string(item, 'host_ip')
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise entry.error(f'host_ip must be an IP address, got {value!r}') from None
+
+
+def _supported_instances(entry: _Entry, item: dict) -> list[tuple[str, str, str]]:
+    value = item.get('supported_instances')
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise entry.error(f'supported_instances must be a list, got {_kind(value)}')
+    result = []
+    for triple in value:
+        if (not isinstance(triple, list) or len(triple) != 3
+                or not all(isinstance(x, str) and x for x in triple)):
+            raise entry.error('supported_instances items must be [architecture, '
+                              f'hypervisor_type, vm_mode], got {triple!r}')
+        result.append((triple[0], triple[1], triple[2]))
+    return result
+
+
+def _metrics(entry: _Entry, item: dict) -> dict[str, float]:
+    result = {}
+    for name, value in entry.mapping(item, 'metrics').items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise entry.error(f'metrics.{name} must be a finite number, got {_kind(value)}')
+        result[name] = float(value)
+    return result

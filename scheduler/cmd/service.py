@@ -1,0 +1,146 @@
+"""``scheduler-service``: run the scheduler RPC service.
+
+``[scheduler] workers`` processes consume from the same ``scheduler`` queue
+(any number of machines can do the same on one RabbitMQ). With more than one
+worker this process supervises them: a worker that dies is started again,
+SIGTERM is passed on and each worker finishes its calls in flight within
+``[DEFAULT] graceful_shutdown_timeout`` before exiting.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from oslo_config import cfg
+from oslo_log import log as oslo_logging
+
+from scheduler import conf as scheduler_conf
+from scheduler import exceptions as exc
+
+LOG = logging.getLogger(__name__)
+
+EXIT_CONFIG = 2
+# A worker that dies sooner than this after its start is restarted only after a pause.
+_MIN_WORKER_LIFETIME = 5.0
+
+
+def run_worker(conf: cfg.ConfigOpts) -> int:
+    """Serve until SIGTERM/SIGINT, then drain in-flight calls; returns the exit code."""
+    from scheduler.service import SchedulerService  # after fork: own transport, threads
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        service = SchedulerService(conf)
+    except exc.ConfigurationError as e:
+        LOG.error('cannot start: %s', e)
+        return EXIT_CONFIG
+    service.start()
+    LOG.info('worker %d serving', os.getpid())
+    stop.wait()
+    LOG.info('worker %d stopping: finishing calls in flight', os.getpid())
+    service.stop()
+    waiter = threading.Thread(target=service.wait, daemon=True)
+    waiter.start()
+    waiter.join(conf.graceful_shutdown_timeout or None)
+    if waiter.is_alive():
+        LOG.warning('calls still in flight after %ss; exiting anyway',
+                    conf.graceful_shutdown_timeout)
+    service.transport.cleanup()
+    return 0
+
+
+class Supervisor:
+    def __init__(self, conf: cfg.ConfigOpts, workers: int):
+        self.conf = conf
+        self.workers = workers
+        self.children: dict[int, float] = {}   # pid -> start time
+        self.stopping = False
+
+    def _spawn(self) -> None:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                code = run_worker(self.conf)
+            except Exception:
+                LOG.exception('worker crashed')
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self.children[pid] = time.monotonic()
+
+    def _terminate(self, *_args) -> None:
+        self.stopping = True
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._terminate)
+        signal.signal(signal.SIGINT, self._terminate)
+        for _ in range(self.workers):
+            self._spawn()
+        LOG.info('supervising %d workers: %s', self.workers, sorted(self.children))
+        deadline: float | None = None
+        code = 0
+        while self.children:
+            if self.stopping and deadline is None:
+                deadline = time.monotonic() + (self.conf.graceful_shutdown_timeout or 0) + 5
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                if deadline is not None and time.monotonic() > deadline:
+                    for child in list(self.children):
+                        os.kill(child, signal.SIGKILL)
+                time.sleep(0.2)
+                continue
+            started = self.children.pop(pid, time.monotonic())
+            exit_code = os.waitstatus_to_exitcode(status)
+            if self.stopping:
+                continue
+            if exit_code == EXIT_CONFIG:
+                LOG.error('worker %d cannot start with this configuration; stopping', pid)
+                code = EXIT_CONFIG
+                self._terminate()
+                continue
+            LOG.warning('worker %d exited (%s); starting a new one', pid, exit_code)
+            if time.monotonic() - started < _MIN_WORKER_LIFETIME:
+                time.sleep(_MIN_WORKER_LIFETIME)
+            if not self.stopping:
+                self._spawn()
+        return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    conf = scheduler_conf.parse_args(sys.argv[1:] if argv is None else argv)
+    oslo_logging.setup(conf, 'scheduler')
+    workers = conf.scheduler.workers or 1
+    if workers == 1:
+        return run_worker(conf)
+    # Fail fast on what can be checked without the network, once, before forking.
+    try:
+        from placement_client.client import PlacementClient
+        from scheduler import plugins
+        from scheduler.request.filters import load_request_filters
+        plugins.load_filters(conf)
+        plugins.load_weighers(conf)
+        load_request_filters(conf.scheduler.request_filters)
+        PlacementClient.from_conf(conf)
+    except exc.ConfigurationError as e:
+        LOG.error('cannot start: %s', e)
+        return EXIT_CONFIG
+    return Supervisor(conf, workers).run()
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""``[scheduler]``: how this service schedules.
+
+Options Nova 34 defines keep Nova's names, types, defaults and bounds, so an
+existing nova.conf ``[scheduler]`` section can be pointed at this service. Where
+this service does not act on a Nova option, its help says so. The options after
+them are this service's own.
+"""
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+
+GROUP = 'scheduler'
+
+DEFAULT_CELL_UUID = '00000000-0000-0000-0000-000000000001'
+
+
+def _cpu_count() -> int:
+    # The CPUs this process may run on, which in a container or under taskset
+    # is fewer than the machine has.
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+scheduler_group = cfg.OptGroup(
+    GROUP, title='Scheduler configuration',
+    help='How the scheduler chooses hosts, and the bounds it enforces on requests.')
+
+_IGNORED_NOVA_FILTER = (
+    '\n\nThis service honours this option only through a request filter named '
+    '``{name}`` listed in ``[scheduler] request_filters``. This release ships no such '
+    'filter, so the option is accepted for nova.conf compatibility and has no effect.')
+
+nova_opts = [
+    cfg.IntOpt('max_attempts', default=3, min=1,
+               help='The maximum number of schedule attempts.\n\n'
+                    'The scheduler returns at most ``max_attempts - 1`` alternate hosts per '
+                    'instance, all in the cell of the chosen host. nova-conductor uses its '
+                    'own copy of this option as the reschedule limit.'),
+    cfg.IntOpt('discover_hosts_in_cells_interval', default=-1, min=-1,
+               help='Periodic task interval.\n\n'
+                    'In Nova this drives the periodic discovery of new compute hosts in the '
+                    'cell databases. This service has no cell database and never discovers '
+                    'hosts, so the option is accepted for nova.conf compatibility and '
+                    'ignored; hosts are known from Placement, the hosts file '
+                    '(``hosts_file``) and the fanout casts.'),
+    cfg.IntOpt('max_placement_results', default=1000, min=1,
+               help='The maximum number of placement results to request.\n\n'
+                    'Sent as ``limit`` on ``GET /allocation_candidates``. A low value '
+                    'makes each request cheaper but may leave out the hosts the filters '
+                    'and weighers would have preferred.'),
+    cfg.IntOpt('workers', default=_cpu_count(), min=0,
+               sample_default='<number of CPUs available to the process>',
+               help='Number of workers for the scheduler service.\n\n'
+                    'Each worker is a process consuming from the same RabbitMQ queue. '
+                    'Defaults to the number of CPUs available to the process. 0 is accepted '
+                    'for nova.conf compatibility and means one worker.'),
+    cfg.BoolOpt('query_placement_for_routed_network_aggregates', default=False,
+                help='Enable the scheduler to filter compute hosts affined to routed '
+                     'network segment aggregates.'
+                     + _IGNORED_NOVA_FILTER.format(name='routed_networks_filter')),
+    cfg.BoolOpt('limit_tenants_to_placement_aggregate', default=False,
+                help='Restrict tenants to specific placement aggregates.\n\n'
+                     'Aggregates whose metadata has ``filter_tenant_id`` keys would be '
+                     'turned into ``member_of`` constraints for the listed projects.'
+                     + _IGNORED_NOVA_FILTER.format(name='require_tenant_aggregate')),
+    cfg.BoolOpt('placement_aggregate_required_for_tenants', default=False,
+                help='Require a placement aggregate association for all tenants.\n\n'
+                     'Only meaningful with ``limit_tenants_to_placement_aggregate``.'
+                     + _IGNORED_NOVA_FILTER.format(name='require_tenant_aggregate')),
+    cfg.BoolOpt('query_placement_for_image_type_support', default=False,
+                help="Use placement to determine host support for the instance's image "
+                     'type.\n\nWould require the ``COMPUTE_IMAGE_TYPE_*`` trait of the '
+                     "image's disk format on the root provider."
+                     + _IGNORED_NOVA_FILTER.format(name='require_image_type_support')),
+    cfg.BoolOpt('enable_isolated_aggregate_filtering', default=False,
+                help='Restrict use of aggregates to instances with matching metadata.\n\n'
+                     'Would forbid aggregates whose ``trait:*=required`` metadata the '
+                     'request does not ask for.'
+                     + _IGNORED_NOVA_FILTER.format(name='isolate_aggregates')),
+    cfg.BoolOpt('image_metadata_prefilter', default=False,
+                help='Use placement to filter hosts based on image metadata.\n\n'
+                     'Would translate image properties into required root provider traits.'
+                     + _IGNORED_NOVA_FILTER.format(name='transform_image_metadata')),
+]
+
+service_opts = [
+    cfg.StrOpt('hosts_file', default=None,
+               help='Path of a static YAML host catalog: cells, aggregates with their '
+                    'metadata (availability zones) and compute nodes with what Placement '
+                    'does not know about them (service host, cell, disabled, IP, '
+                    'hypervisor, stats). See etc/scheduler/hosts.yaml.sample. Unset: the '
+                    'catalog starts empty and is filled by the fanout casts Nova sends.'),
+    cfg.StrOpt('default_cell_uuid', default=DEFAULT_CELL_UUID,
+               help='The cell reported for resource providers the host catalog does not '
+                    'know. Alternates are always chosen from the cell of the selected '
+                    'host.'),
+    cfg.ListOpt('request_filters',
+                default=['map_az_to_placement_aggregate', 'compute_status_filter'],
+                help='Request filters run, in this order, on every request before Placement '
+                     'is asked for candidates. Names of entry points in the '
+                     '``placement_scheduler.request_filters`` group; an unknown name stops '
+                     'the service at start-up. Nova runs both defaults unconditionally.'),
+    cfg.IntOpt('max_instances_per_request', default=1000, min=1,
+               help='The most instances one select_destinations call may ask for. A larger '
+                    'request is refused with InvalidInput before any work is done.'),
+    cfg.IntOpt('max_string_length', default=4096, min=1,
+               help='The longest string accepted anywhere in a request (names, extra spec '
+                    'values, image properties, hints). Longer input is refused with '
+                    'InvalidInput.'),
+    cfg.IntOpt('max_extra_specs', default=256, min=1,
+               help='The most flavor extra specs accepted in one request.'),
+    cfg.IntOpt('max_nesting_depth', default=32, min=1,
+               help='The deepest nesting of lists and objects accepted in a request '
+                    'message.'),
+    cfg.IntOpt('claim_max_retries', default=4, min=1,
+               help='Attempts to claim an allocation candidate when Placement answers with '
+                    'a resource provider generation conflict (another scheduler claimed on '
+                    'the same provider at the same time). Nova uses 4.'),
+    cfg.IntOpt('max_claim_candidates_per_host', default=3, min=1, max=100,
+               help='How many of a host\'s allocation candidates (in Placement\'s order) are '
+                    'tried before the claim moves on to the next host. A host may have many '
+                    'candidates (nested NUMA or device providers, sharing providers); when '
+                    'the first one is refused for capacity the host is usually full, so a '
+                    'small bound keeps a crowded cloud from costing one PUT per candidate. '
+                    'Nova tries only the first.'),
+    cfg.FloatOpt('claim_retry_delay', default=0.2, min=0.0,
+                 help='Base, in seconds, of the jittered back-off between claim attempts '
+                      'after a generation conflict.'),
+    cfg.FloatOpt('cleanup_retry_interval', default=5.0, min=0.1,
+                 help='How often, in seconds, allocations whose roll-back failed (Placement '
+                      'unreachable while undoing a partial request) are deleted again.'),
+    cfg.StrOpt('rpc_topic', default='scheduler',
+               help="The RPC topic to consume from. Nova's clients send to ``scheduler``; "
+                    'change it only to run a second, separate scheduler.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    # A new OptGroup for every ConfigOpts: oslo.config copies a registered group
+    # shallowly, so registering the module-level object would share option state
+    # (overrides, defaults) between all ConfigOpts instances of the process.
+    conf.register_group(cfg.OptGroup(GROUP, title=scheduler_group.title, help=scheduler_group.help))
+    conf.register_opts(nova_opts + service_opts, group=GROUP)
+
+
+def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
+    return {scheduler_group: nova_opts + service_opts}

@@ -1,0 +1,5 @@
+"""Host filters. ``from scheduler import filters`` then ``filters.BaseHostFilter`` mirrors
+Nova's ``from nova.scheduler import filters``, so a Nova filter ports by its import line."""
+from scheduler.filters.base import BaseHostFilter, FilterResult
+
+__all__ = ['BaseHostFilter', 'FilterResult']

@@ -1,0 +1,168 @@
+"""Run the configured filters over the hosts of one instance, Nova's way.
+
+Order is the configured order; once-per-request filters run only for the
+first instance; on a rebuild check only RUN_ON_REBUILD filters run (the others
+auto-pass); filtering stops as soon as no host is left. Every step is recorded
+(hosts in, hosts removed grouped by reason, or why the filter did not run) so
+that NoValidHost and the explain command can say which filter emptied the list.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scheduler.exceptions import FilterError
+from scheduler.filters.base import BaseHostFilter, host_label
+
+if TYPE_CHECKING:
+    from scheduler.host_state import HostState
+    from scheduler.objects.spec import RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+SKIPPED_ONCE_PER_REQUEST = 'runs once per request'
+SKIPPED_ON_REBUILD = 'not run on rebuild'
+SKIPPED_NO_HOSTS = 'no hosts left'
+#: Reason recorded when a plugin's filter_all returns None (Nova: "stop filtering").
+STOPPED_FILTERING = 'filter stopped filtering'
+
+# Bounds the host names listed per reason in the DEBUG log line; the FilterStep keeps all.
+_LOG_NAMES_PER_REASON = 20
+
+
+@dataclass(frozen=True)
+class FilterStep:
+    """What one filter did for one instance."""
+
+    name: str
+    hosts_in: int
+    #: reason -> names of the hosts removed for it, in input order
+    removed: dict[str, list[str]] = field(default_factory=dict)
+    #: why the filter did not run (one of the SKIPPED_* values); None if it ran
+    skipped: str | None = None
+
+    @property
+    def ran(self) -> bool:
+        return self.skipped is None
+
+    @property
+    def removed_count(self) -> int:
+        return sum(len(names) for names in self.removed.values())
+
+    @property
+    def hosts_out(self) -> int:
+        return self.hosts_in - self.removed_count
+
+    def describe(self) -> str:
+        if self.skipped is not None:
+            return f'{self.name} not run ({self.skipped})'
+        return f'Filter {self.name} returned {self.hosts_out} of {self.hosts_in} hosts'
+
+
+@dataclass(frozen=True)
+class FilterRun:
+    """The outcome of :func:`apply_filters`."""
+
+    hosts: list[HostState]
+    steps: list[FilterStep]
+
+    @property
+    def emptied_by(self) -> FilterStep | None:
+        """The filter that removed the last host, if one did."""
+        for step in self.steps:
+            if step.ran and step.hosts_in > 0 and step.hosts_out == 0:
+                return step
+        return None
+
+    def summary(self) -> str:
+        return '; '.join(step.describe() for step in self.steps)
+
+
+def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
+                  spec_obj: RequestSpec, *, instance_index: int,
+                  rebuild: bool = False) -> FilterRun:
+    """Filter ``hosts`` for the instance at ``instance_index`` of the request.
+
+    Raises :class:`FilterError` (naming the filter and host) when a plugin raises.
+    """
+    remaining = list(hosts)
+    steps: list[FilterStep] = []
+    for filter_ in filters:
+        name = filter_.name
+        if not remaining:
+            steps.append(FilterStep(name, 0, skipped=SKIPPED_NO_HOSTS))
+            continue
+        if rebuild and not filter_.RUN_ON_REBUILD:
+            steps.append(FilterStep(name, len(remaining), skipped=SKIPPED_ON_REBUILD))
+            continue
+        if not filter_.run_filter_for_index(instance_index):
+            steps.append(FilterStep(name, len(remaining), skipped=SKIPPED_ONCE_PER_REQUEST))
+            continue
+        passed, removed = _evaluate(filter_, remaining, spec_obj)
+        step = FilterStep(name, len(remaining), removed)
+        steps.append(step)
+        _log_removals(step, instance_index)
+        remaining = passed
+    run = FilterRun(remaining, steps)
+    if filters:
+        LOG.info('Filtering for instance index %d: %d of %d hosts passed: %s',
+                 instance_index, len(remaining), len(hosts), run.summary())
+    return run
+
+
+def _evaluate(filter_: BaseHostFilter, hosts: list[HostState],
+              spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
+    if type(filter_).filter_all is BaseHostFilter.filter_all:
+        return _evaluate_per_host(filter_, hosts, spec_obj)
+    return _evaluate_filter_all(filter_, hosts, spec_obj)
+
+
+def _evaluate_per_host(filter_: BaseHostFilter, hosts: list[HostState],
+                       spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
+    passed: list[HostState] = []
+    removed: dict[str, list[str]] = {}
+    for host in hosts:
+        try:
+            result = filter_.filter_result(host, spec_obj)
+        except Exception as exc:
+            raise FilterError(filter_.name, f'{type(exc).__name__}: {exc}',
+                              host=host_label(host)) from exc
+        if result.passed:
+            passed.append(host)
+        else:
+            reason = result.reason or filter_.failure_reason
+            removed.setdefault(reason, []).append(host_label(host))
+    return passed, removed
+
+
+def _evaluate_filter_all(filter_: BaseHostFilter, hosts: list[HostState],
+                         spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
+    # A plugin that overrides filter_all judges the hosts together and gives
+    # no per-host reason: its failure_reason stands for all hosts it dropped.
+    try:
+        kept = filter_.filter_all(list(hosts), spec_obj)
+        kept_ids = None if kept is None else {id(h) for h in kept}
+    except Exception as exc:
+        raise FilterError(filter_.name, f'{type(exc).__name__}: {exc}') from exc
+    reason = STOPPED_FILTERING if kept_ids is None else filter_.failure_reason
+    kept_ids = kept_ids or set()
+    # Input order is kept whatever order the plugin returned; hosts it made up are ignored.
+    passed = [h for h in hosts if id(h) in kept_ids]
+    dropped = [host_label(h) for h in hosts if id(h) not in kept_ids]
+    return passed, ({reason: dropped} if dropped else {})
+
+
+def _log_removals(step: FilterStep, instance_index: int) -> None:
+    if not step.removed or not LOG.isEnabledFor(logging.DEBUG):
+        return
+    parts = []
+    for reason, names in step.removed.items():
+        shown = ', '.join(names[:_LOG_NAMES_PER_REASON])
+        more = len(names) - _LOG_NAMES_PER_REASON
+        if more > 0:
+            shown += f' (+{more} more)'
+        parts.append(f'{reason} ({len(names)}): {shown}')
+    LOG.debug('Filter %s removed %d of %d hosts for instance index %d: %s',
+              step.name, step.removed_count, step.hosts_in, instance_index, '; '.join(parts))

@@ -1,0 +1,230 @@
+"""HostState: one compute host (a root provider tree) as this request sees it.
+
+Resources come from Placement's provider summaries of *this* request
+(design principle 1): capacity and usage per resource class summed over the
+host's provider tree. What Placement does not know (service host, cell,
+aggregates with metadata, instances, service liveness) comes from the
+HostCatalog. Attribute names follow Nova's HostState so that filters and
+weighers written for Nova read the same fields.
+
+Note on units: Placement's capacity is ``(total - reserved) * allocation_ratio``,
+so ``free_ram_mb`` and friends already include the allocation ratio, and the
+``*_allocation_ratio`` attributes are 1.0. Nova's CPUWeigher formula
+``vcpus_total * cpu_allocation_ratio - vcpus_used`` therefore gives the same
+free-capacity figure Placement enforces.
+"""
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement_client.models import AllocationRequest, Candidates, ProviderSummary
+from scheduler.objects.spec import Aggregate
+
+# Trait that marks a provider tree as a sharing provider, not a compute host.
+SHARING_TRAIT = 'MISC_SHARES_VIA_AGGREGATE'
+
+
+@dataclass
+class HostRecord:
+    """What the HostCatalog knows about one compute node (all optional but names)."""
+
+    nodename: str
+    service_host: str
+    cell_uuid: str
+    provider_uuid: str | None = None
+    disabled: bool = False
+    disabled_reason: str | None = None
+    forced_down: bool = False
+    last_seen_up: datetime.datetime | None = None
+    host_ip: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    cpu_info: dict[str, Any] = field(default_factory=dict)
+    supported_instances: list[tuple[str, str, str]] = field(default_factory=list)
+    stats: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class HostState:
+    """A compute host for one request. Mutated only by :meth:`consume`."""
+
+    def __init__(self, *, uuid: str, record: HostRecord,
+                 summaries: Iterable[ProviderSummary],
+                 allocation_candidates: list[AllocationRequest],
+                 aggregates: list[Aggregate] | None = None,
+                 instances: Mapping[str, Any] | None = None,
+                 default_availability_zone: str = 'nova'):
+        self.uuid = uuid
+        self.host = record.service_host
+        self.nodename = record.nodename
+        self.hypervisor_hostname = record.nodename
+        self.cell_uuid = record.cell_uuid
+        self.record = record
+        self.aggregates: list[Aggregate] = list(aggregates or [])
+        self.instances: dict[str, Any] = dict(instances or {})
+        self.allocation_candidates = list(allocation_candidates)
+        self.limits: dict[str, Any] = {}
+        self.failed_builds = int(record.stats.get('failed_builds', 0) or 0)
+        self.num_io_ops = int(record.stats.get('io_workload', 0) or 0)
+        self.num_instances = max(len(self.instances),
+                                 int(record.stats.get('num_instances', 0) or 0))
+        self.service = {
+            'host': record.service_host,
+            'disabled': record.disabled,
+            'disabled_reason': record.disabled_reason,
+            'forced_down': record.forced_down,
+            'last_seen_up': record.last_seen_up,
+        }
+        self.host_ip = record.host_ip
+        self.hypervisor_type = record.hypervisor_type
+        self.hypervisor_version = record.hypervisor_version
+        self.cpu_info = record.cpu_info
+        self.supported_instances = record.supported_instances
+        self.stats = record.stats
+        self.metrics = record.metrics
+        self.cpu_allocation_ratio = 1.0
+        self.ram_allocation_ratio = 1.0
+        self.disk_allocation_ratio = 1.0
+        self.numa_topology = None
+        self.pci_stats = None
+        # Capacity and usage per resource class over the whole tree, and the
+        # tree's providers (for consume()).
+        self.tree_providers: set[str] = set()
+        self.capacity: dict[str, int] = {}
+        self.used: dict[str, int] = {}
+        self.traits: frozenset[str] = frozenset()
+        # Per provider of the tree, for fits(): capacity and (consumed) usage.
+        self._provider_capacity: dict[str, dict[str, int]] = {}
+        self._provider_used: dict[str, dict[str, int]] = {}
+        root_traits: frozenset[str] = frozenset()
+        for s in summaries:
+            self.tree_providers.add(s.uuid)
+            self._provider_capacity[s.uuid] = {rc: u.capacity for rc, u in s.resources.items()}
+            self._provider_used[s.uuid] = {rc: u.used for rc, u in s.resources.items()}
+            if s.uuid == uuid:
+                root_traits = s.traits
+            for rc, usage in s.resources.items():
+                self.capacity[rc] = self.capacity.get(rc, 0) + usage.capacity
+                self.used[rc] = self.used.get(rc, 0) + usage.used
+        self.traits = root_traits
+        az = next((a.availability_zone for a in self.aggregates if a.availability_zone), None)
+        self.availability_zone = az or default_availability_zone
+
+    # Nova-compatible resource views -------------------------------------------------
+    def free(self, rc: str) -> int:
+        return self.capacity.get(rc, 0) - self.used.get(rc, 0)
+
+    @property
+    def total_usable_ram_mb(self) -> int:
+        return self.capacity.get('MEMORY_MB', 0)
+
+    @property
+    def free_ram_mb(self) -> int:
+        return self.free('MEMORY_MB')
+
+    @property
+    def total_usable_disk_gb(self) -> int:
+        return self.capacity.get('DISK_GB', 0)
+
+    @property
+    def disk_mb_used(self) -> int:
+        return self.used.get('DISK_GB', 0) * 1024
+
+    @property
+    def free_disk_mb(self) -> int:
+        return self.free('DISK_GB') * 1024
+
+    @property
+    def vcpus_total(self) -> int:
+        return self.capacity.get('VCPU', 0) + self.capacity.get('PCPU', 0)
+
+    @property
+    def vcpus_used(self) -> int:
+        return self.used.get('VCPU', 0) + self.used.get('PCPU', 0)
+
+    @property
+    def aggregate_uuids(self) -> set[str]:
+        return {a.uuid for a in self.aggregates}
+
+    def fits(self, allocation_request: AllocationRequest) -> bool:
+        """Whether the request still fits this tree after what this request consumed.
+
+        Placement proposed every candidate for one instance; once an earlier
+        instance of the same request landed here, some no longer fit, and a
+        PUT that Placement would refuse is not worth sending. Providers
+        outside the tree (sharing providers) are left to the claim.
+        """
+        for rp, resources in allocation_request.allocations.items():
+            capacity = self._provider_capacity.get(rp)
+            if capacity is None:
+                continue
+            used = self._provider_used[rp]
+            for rc, amount in resources.items():
+                if used.get(rc, 0) + amount > capacity.get(rc, 0):
+                    return False
+        return True
+
+    def consume(self, allocation_request: AllocationRequest, instance_uuid: str | None) -> None:
+        """Account for a placed instance, so the next instance of the same
+        request sees this host's new usage and the new member."""
+        for rp, resources in allocation_request.allocations.items():
+            if rp in self.tree_providers:
+                used = self._provider_used[rp]
+                for rc, amount in resources.items():
+                    self.used[rc] = self.used.get(rc, 0) + amount
+                    used[rc] = used.get(rc, 0) + amount
+        self.num_instances += 1
+        self.num_io_ops += 1
+        if instance_uuid:
+            self.instances[instance_uuid] = {'uuid': instance_uuid}
+
+    def __repr__(self) -> str:
+        return (f'HostState({self.host!r}, {self.nodename!r}, ram={self.free_ram_mb}MB, '
+                f'disk={self.free("DISK_GB")}GB, vcpus={self.vcpus_total - self.vcpus_used})')
+
+
+def host_roots(candidates: Candidates) -> dict[str, list[AllocationRequest]]:
+    """Allocation requests per compute host (root provider), in Placement's order.
+
+    Every request that touches a host's tree belongs to that host (design
+    principle 2), including requests that allocate only from nested children.
+    Sharing providers (``MISC_SHARES_VIA_AGGREGATE`` on their root) are not
+    hosts: a request using shared storage belongs to the compute tree it also
+    touches.
+    """
+    summaries = candidates.provider_summaries
+    by_root: dict[str, list[AllocationRequest]] = {}
+    for alloc_req in candidates.allocation_requests:
+        roots: list[str] = []
+        for rp in alloc_req.allocations:
+            summary = summaries.get(rp)
+            root = summary.root_provider_uuid if summary else rp
+            root_summary = summaries.get(root)
+            if root_summary is not None and SHARING_TRAIT in root_summary.traits:
+                continue
+            if root not in roots:
+                roots.append(root)
+        for root in roots:
+            by_root.setdefault(root, []).append(alloc_req)
+    return by_root
+
+
+def build_host_states(candidates: Candidates, catalog, *,
+                      default_availability_zone: str = 'nova') -> list[HostState]:
+    """One HostState per compute host that has at least one allocation request."""
+    trees: dict[str, list[ProviderSummary]] = {}
+    for summary in candidates.provider_summaries.values():
+        trees.setdefault(summary.root_provider_uuid, []).append(summary)
+    hosts = []
+    for root, alloc_reqs in host_roots(candidates).items():
+        record = catalog.record_for_provider(root, catalog.provider_name(root))
+        hosts.append(HostState(
+            uuid=root, record=record, summaries=trees.get(root, ()),
+            allocation_candidates=alloc_reqs,
+            aggregates=catalog.aggregates_for_host(record.service_host),
+            instances=catalog.instances_on_host(record.service_host),
+            default_availability_zone=default_availability_zone))
+    return hosts

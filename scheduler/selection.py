@@ -1,0 +1,98 @@
+"""Ordering and alternates: the pure parts of choosing hosts.
+
+Filters and weighers live in their own packages; this module turns weighed
+hosts into the order the claim loop walks, and picks alternates.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from scheduler.host_state import HostState
+from scheduler.objects.spec import RequestSpec
+
+
+class Weighed(Protocol):
+    host: HostState
+    weight: float
+
+
+def order_hosts(weighed: Sequence[Weighed], *, host_subset_size: int,
+                shuffle_best_same_weighed_hosts: bool, rng: random.Random) -> list[HostState]:
+    """Nova's ordering (reference 4.3): ``weighed`` is sorted, best first.
+
+    Optionally shuffle the hosts tied at the top weight, then move one host
+    picked at random from the first ``host_subset_size`` to the front; the
+    rest keep their order.
+    """
+    hosts = [w.host for w in weighed]
+    if not hosts:
+        return hosts
+    if shuffle_best_same_weighed_hosts:
+        best = weighed[0].weight
+        tied = sum(1 for w in weighed if w.weight == best)
+        head = hosts[:tied]
+        rng.shuffle(head)
+        hosts[:tied] = head
+    subset = min(max(host_subset_size, 1), len(hosts))
+    if subset > 1:
+        chosen = rng.randrange(subset)
+        hosts.insert(0, hosts.pop(chosen))
+    return hosts
+
+
+def prefilter_hosts(hosts: Iterable[HostState], spec: RequestSpec) -> tuple[list[HostState],
+                                                                           dict[str, int]]:
+    """Nova's pre-filter host restrictions (reference 4.6), with counts of removals.
+
+    A requested destination keeps only that host (and node); ``ignore_hosts``
+    removes hosts by name (case-insensitive); ``force_hosts``/``force_nodes``
+    keep only the named ones.
+    """
+    kept = list(hosts)
+    removed: dict[str, int] = {}
+
+    def keep(predicate, why: str) -> None:
+        nonlocal kept
+        before = len(kept)
+        kept = [h for h in kept if predicate(h)]
+        if len(kept) != before:
+            removed[why] = removed.get(why, 0) + before - len(kept)
+
+    dest = spec.requested_destination
+    if dest is not None and dest.host:
+        keep(lambda h: h.host == dest.host and (not dest.node or h.nodename == dest.node),
+             'not the requested destination')
+    if spec.ignore_hosts:
+        ignored = {h.lower() for h in spec.ignore_hosts}
+        keep(lambda h: h.host.lower() not in ignored, 'in ignore_hosts')
+    if spec.force_hosts:
+        forced = {h.lower() for h in spec.force_hosts}
+        keep(lambda h: h.host.lower() in forced, 'not in force_hosts')
+    if spec.force_nodes:
+        nodes = set(spec.force_nodes)
+        keep(lambda h: h.nodename in nodes, 'not in force_nodes')
+    return kept, removed
+
+
+def pick_alternates(ordered: Sequence[HostState], *, chosen: HostState,
+                    selected: set[str], num_alternates: int) -> list[HostState]:
+    """Hosts in ``chosen``'s cell, not chosen for any instance of this request,
+    that still have candidates; at most ``num_alternates``, in order."""
+    alternates: list[HostState] = []
+    if num_alternates <= 0:
+        return alternates
+    for host in ordered:
+        if len(alternates) >= num_alternates:
+            break
+        if (host.uuid in selected or host.cell_uuid != chosen.cell_uuid
+                or first_fitting(host) is None):
+            continue
+        alternates.append(host)
+    return alternates
+
+
+def first_fitting(host: HostState):
+    """The first of the host's allocation requests that still fits it, or None."""
+    return next((a for a in host.allocation_candidates if host.fits(a)), None)

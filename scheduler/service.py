@@ -1,0 +1,99 @@
+"""One scheduler worker: the RPC server and everything behind it."""
+from __future__ import annotations
+
+import logging
+
+import oslo_messaging as messaging
+from oslo_config import cfg
+from oslo_messaging.rpc import dispatcher
+
+from placement_client import exceptions as pexc
+from placement_client.client import PlacementClient
+from scheduler import exceptions as exc
+from scheduler import plugins
+from scheduler.catalog import HostCatalog
+from scheduler.claims import PendingCleanups
+from scheduler.manager import SchedulerManager
+from scheduler.objects.codec import DecodeLimits
+from scheduler.request.filters import load_request_filters
+from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
+from scheduler.rpc.serializer import ContextSerializer
+from scheduler.rpc.transport import get_transport
+
+LOG = logging.getLogger(__name__)
+
+
+def decode_limits(conf: cfg.ConfigOpts) -> DecodeLimits:
+    s = conf.scheduler
+    return DecodeLimits(max_instances=s.max_instances_per_request,
+                        max_string_length=s.max_string_length,
+                        max_extra_specs=s.max_extra_specs, max_depth=s.max_nesting_depth)
+
+
+def build_catalog(conf: cfg.ConfigOpts) -> HostCatalog:
+    kwargs = dict(default_cell_uuid=conf.scheduler.default_cell_uuid,
+                  default_availability_zone=conf.default_availability_zone)
+    if conf.scheduler.hosts_file:
+        return HostCatalog.from_file(conf.scheduler.hosts_file, **kwargs)
+    return HostCatalog(**kwargs)
+
+
+class SchedulerService:
+    """Builds the worker from configuration; fails fast on configuration errors.
+
+    Placement being down at start-up is not a configuration error: the
+    worker starts, says so, and answers calls with a NoValidHost that names
+    the outage until Placement is back (every call tries it again).
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, *, transport: messaging.Transport | None = None,
+                 placement_client=None, catalog: HostCatalog | None = None):
+        self.conf = conf
+        self.catalog = catalog if catalog is not None else build_catalog(conf)
+        filters = plugins.load_filters(conf)
+        weighers = plugins.load_weighers(conf)
+        request_filters = load_request_filters(conf.scheduler.request_filters)
+        self.placement = placement_client or PlacementClient.from_conf(conf)
+        self._check_placement()
+        self.cleanups = PendingCleanups(self.placement,
+                                        interval=conf.scheduler.cleanup_retry_interval)
+        self.manager = SchedulerManager(conf, placement=self.placement, catalog=self.catalog,
+                                        filters=filters, weighers=weighers,
+                                        request_filters=request_filters, cleanups=self.cleanups)
+        self.transport = transport or get_transport(conf)
+        target = messaging.Target(topic=conf.scheduler.rpc_topic, server=conf.host)
+        endpoints = [SchedulerEndpoint(self.manager, self.catalog, decode_limits(conf)),
+                     BaseAPIEndpoint()]
+        self.server = messaging.get_rpc_server(
+            self.transport, target, endpoints, executor='threading',
+            serializer=ContextSerializer(), access_policy=dispatcher.DefaultRPCAccessPolicy)
+        LOG.info('scheduler ready: topic %s, server %s, filters %s, weighers %s',
+                 conf.scheduler.rpc_topic, conf.host,
+                 [type(f).__name__ for f in filters], [type(w).__name__ for w in weighers])
+
+    def _check_placement(self) -> None:
+        try:
+            version = self.placement.negotiate()
+        except pexc.PlacementVersionTooOld as e:
+            raise exc.ConfigurationError(str(e)) from e
+        except pexc.PlacementAuthError as e:
+            raise exc.ConfigurationError(
+                f'[placement] credentials were refused by Placement: {e}') from e
+        except pexc.PlacementUnavailable as e:
+            LOG.warning('Placement is unreachable (%s attempts: %s); starting anyway, every '
+                        'request will try again and answer NoValidHost naming the outage '
+                        'until it is back', e.attempts, type(e.__cause__ or e).__name__)
+            return
+        LOG.info('Placement reachable, max microversion %s', version)
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self) -> None:
+        """Stop taking new calls; calls in flight go on (see wait())."""
+        self.server.stop()
+
+    def wait(self) -> None:
+        """Return when every call in flight has been answered."""
+        self.server.wait()
+        self.cleanups.stop()

@@ -1,0 +1,177 @@
+"""Host weighers: the plugin surface and the weighing loop, as Nova does it.
+
+For each weigher: raw value per host (clamped to the weigher's ``minval`` /
+``maxval``) -> normalised to [0, 1] over the list (the weigher's bounds replace
+the list's min/max where set; all equal -> all 0.0) -> times the per-host
+multiplier -> summed over weighers. Hosts are sorted by total weight,
+descending and stable, so ties keep the input order.
+
+A consequence kept on purpose (Nova does the same, reference 8.15): RAM, CPU
+and Disk weighers have ``minval = 0``, so hosts with identical non-zero free
+resources all normalise to 1.0, not 0.0.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scheduler.exceptions import ConfigurationError, WeigherError
+from scheduler.filters.base import host_label
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
+
+    from scheduler.host_state import HostState
+    from scheduler.objects.spec import RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+# Bounds the hosts listed per weigher in the DEBUG log line.
+_LOG_HOSTS = 20
+
+
+@dataclass
+class WeighedHost:
+    """A host with its total weight and each weigher's share of it."""
+
+    host: HostState
+    weight: float = 0.0
+    #: weigher class name -> multiplier * normalised value
+    contributions: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def obj(self) -> HostState:
+        """Nova's WeighedObject attribute, for weighers that override weigh_objects."""
+        return self.host
+
+    def __repr__(self) -> str:
+        return f'WeighedHost({host_label(self.host)!r}, {self.weight:.4f})'
+
+
+def normalize(values: Sequence[float], minval: float | None = None,
+              maxval: float | None = None) -> list[float]:
+    """Nova's ``nova.weights.normalize``: scale ``values`` to [0, 1].
+
+    ``minval`` / ``maxval`` replace the list's own min / max when given. If
+    the bounds are equal every value becomes 0.0. Values are not clamped here
+    (:meth:`BaseHostWeigher.weigh_objects` does that), as in Nova.
+    """
+    if not values:
+        return []
+    upper = float(max(values) if maxval is None else maxval)
+    lower = float(min(values) if minval is None else minval)
+    if lower == upper:
+        return [0.0] * len(values)
+    span = upper - lower
+    return [(v - lower) / span for v in values]
+
+
+class BaseHostWeigher:
+    """Base class of host weighers, with Nova's surface.
+
+    Subclasses implement :meth:`_weigh_object` (higher wins before the
+    multiplier) and usually :meth:`weight_multiplier`.
+    """
+
+    minval: ClassVar[float | None] = None
+    maxval: ClassVar[float | None] = None
+
+    #: The service's ConfigOpts, set by the plugin loader after instantiation.
+    conf: cfg.ConfigOpts | None = None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def weight_multiplier(self, host_state: HostState) -> float:
+        """How much this weigher counts for this host (config, aggregate override)."""
+        return 1.0
+
+    def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
+        raise NotImplementedError(f'{self.name} must implement _weigh_object()')
+
+    def weigh_objects(self, weighed_obj_list: Sequence[Any],
+                      weight_properties: RequestSpec) -> list[float]:
+        """Raw weights, one per object (objects have ``.obj``, the HostState).
+
+        Override to weigh hosts against each other; return weights only,
+        never modify the objects.
+        """
+        weights = []
+        for weighed in weighed_obj_list:
+            weight = self._weigh_object(weighed.obj, weight_properties)
+            if self.minval is not None:
+                weight = max(weight, self.minval)
+            if self.maxval is not None:
+                weight = min(weight, self.maxval)
+            weights.append(weight)
+        return weights
+
+    def require_conf(self) -> cfg.ConfigOpts:
+        """The configuration, or a clear error if the weigher was built by hand without it."""
+        if self.conf is None:
+            raise ConfigurationError(
+                f'{self.name} has no configuration; set .conf (the plugin loader does)')
+        return self.conf
+
+
+def get_weight_multiplier(host_state: HostState, option_name: str,
+                          config_value: float) -> float:
+    """The multiplier for ``host_state``: ``config_value`` unless the host's
+    aggregates set metadata ``option_name``; several values -> the smallest;
+    any unparsable (or non-finite) value -> ``config_value``, with a warning.
+    """
+    values = {agg.metadata[option_name] for agg in host_state.aggregates
+              if option_name in agg.metadata}
+    if not values:
+        return float(config_value)
+    try:
+        parsed = [float(v) for v in values]
+        if not all(math.isfinite(v) for v in parsed):
+            raise ValueError('not a finite number')
+    except (TypeError, ValueError):
+        _warn_unparsable(option_name, tuple(sorted(map(str, values))))
+        return float(config_value)
+    return min(parsed)
+
+
+@functools.lru_cache(maxsize=256)
+def _warn_unparsable(option_name: str, values: tuple[str, ...]) -> None:
+    # Cached so that one bad aggregate logs once, not once per host per request.
+    LOG.warning('Could not decode aggregate metadata %s=%s as a weight multiplier; '
+                'using the configured value', option_name, list(values))
+
+
+def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
+                spec_obj: RequestSpec) -> list[WeighedHost]:
+    """Weigh and sort ``hosts`` (descending, stable).
+
+    With at most one host nothing is weighed (Nova skips it) and weights are 0.0.
+    Raises :class:`WeigherError` naming the weigher when a plugin raises.
+    """
+    weighed = [WeighedHost(h) for h in hosts]
+    if len(weighed) <= 1:
+        return weighed
+    for weigher in weighers:
+        name = weigher.name
+        try:
+            raw = list(weigher.weigh_objects(weighed, spec_obj))
+            if len(raw) != len(weighed):
+                raise ValueError(f'returned {len(raw)} weights for {len(weighed)} hosts')
+            normalized = normalize(raw, weigher.minval, weigher.maxval)
+            multipliers = [float(weigher.weight_multiplier(w.host)) for w in weighed]
+        except Exception as exc:
+            raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
+        for w, value, multiplier in zip(weighed, normalized, multipliers, strict=True):
+            score = multiplier * value
+            w.weight += score
+            w.contributions[name] = w.contributions.get(name, 0.0) + score
+        if LOG.isEnabledFor(logging.DEBUG):
+            rows = zip(weighed[:_LOG_HOSTS], raw, normalized, multipliers, strict=False)
+            LOG.debug('%s (multiplier * normalised raw): %s', name, ', '.join(
+                f'{host_label(w.host)}: {m} * {n:.4f} ({r})' for w, r, n, m in rows))
+    return sorted(weighed, key=lambda w: w.weight, reverse=True)

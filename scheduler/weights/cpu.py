@@ -1,0 +1,24 @@
+"""CPUWeigher: more free vCPUs win (a negative multiplier stacks instead of spreading)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
+
+if TYPE_CHECKING:
+    from scheduler.host_state import HostState
+    from scheduler.objects.spec import RequestSpec
+
+
+class CPUWeigher(BaseHostWeigher):
+    minval = 0
+
+    def weight_multiplier(self, host_state: HostState) -> float:
+        return get_weight_multiplier(
+            host_state, 'cpu_weight_multiplier',
+            self.require_conf().filter_scheduler.cpu_weight_multiplier)
+
+    def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
+        # Nova's formula. Here the ratio is 1.0 and vcpus_total is Placement's
+        # capacity, which already includes the allocation ratio (see host_state).
+        return host_state.vcpus_total * host_state.cpu_allocation_ratio - host_state.vcpus_used

@@ -1,0 +1,167 @@
+"""Loading filters and weighers from ``[filter_scheduler]`` the way Nova names them."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from scheduler import plugins
+from scheduler.exceptions import ConfigurationError, PluginNotFound
+from scheduler.filters.affinity import ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter
+from scheduler.filters.compute import ComputeFilter
+from scheduler.filters.handler import apply_filters
+from scheduler.weights.cpu import CPUWeigher
+from scheduler.weights.disk import DiskWeigher
+from scheduler.weights.ram import RAMWeigher
+from tests.unit.builders import make_conf, make_host, make_spec
+from tests.unit.out_of_tree_plugins import FewestInstancesWeigher, RackFilter
+
+OOT = 'tests.unit.out_of_tree_plugins'
+
+
+def filters_for(*names, **options):
+    return plugins.load_filters(make_conf(filter_scheduler={'enabled_filters': list(names),
+                                                            **options}))
+
+
+def weighers_for(*names):
+    return plugins.load_weighers(make_conf(filter_scheduler={'weight_classes': list(names)}))
+
+
+def types(loaded):
+    return [type(p) for p in loaded]
+
+
+def warnings_from(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and r.name == 'scheduler.plugins']
+
+
+# Filters ------------------------------------------------------------------------------
+
+def test_novas_default_enabled_filters_load_skipping_the_ones_not_shipped_yet(caplog):
+    loaded = plugins.load_filters(make_conf())
+    assert types(loaded) == [ComputeFilter, ServerGroupAntiAffinityFilter,
+                             ServerGroupAffinityFilter]
+    [warning] = warnings_from(caplog)
+    assert '[filter_scheduler] enabled_filters' in warning
+    assert 'not implemented yet; hosts are not checked for' in warning
+    assert 'ComputeCapabilitiesFilter' in warning and 'ImagePropertiesFilter' in warning
+
+
+def test_every_loaded_filter_carries_the_configuration():
+    conf = make_conf(filter_scheduler={'enabled_filters': ['ComputeFilter', 'SameHostFilter']})
+    assert all(f.conf is conf for f in plugins.load_filters(conf))
+
+
+def test_filters_load_in_the_configured_order():
+    loaded = filters_for('ServerGroupAffinityFilter', 'ComputeFilter')
+    assert types(loaded) == [ServerGroupAffinityFilter, ComputeFilter]
+
+
+def test_a_nova_dotted_path_loads_our_filter_of_that_name():
+    loaded = filters_for('nova.scheduler.filters.compute_filter.ComputeFilter')
+    assert types(loaded) == [ComputeFilter]
+
+
+def test_a_nova_dotted_path_to_a_filter_not_shipped_yet_is_skipped_with_a_warning(caplog):
+    loaded = filters_for('nova.scheduler.filters.numa_topology_filter.NUMATopologyFilter',
+                         'ComputeFilter')
+    assert types(loaded) == [ComputeFilter]
+    assert 'NUMATopologyFilter (NUMA topology fit)' in warnings_from(caplog)[0]
+
+
+def test_an_out_of_tree_filter_written_the_nova_way_loads_by_dotted_path_and_filters():
+    [rack] = filters_for(f'{OOT}.RackFilter')
+    assert isinstance(rack, RackFilter)
+    hosts = [make_host('r1-a'), make_host('r2-a'), make_host('r1-b')]
+    run = apply_filters([rack], hosts, make_spec(), instance_index=0)
+    assert [h.host for h in run.hosts] == ['r1-a', 'r1-b']
+    assert run.steps[0].removed == {'rejected by RackFilter': ['r2-a']}
+
+
+def test_an_out_of_tree_filter_loads_the_nova_way_through_available_filters():
+    loaded = filters_for('ComputeFilter', 'RackFilter',
+                         available_filters=['nova.scheduler.filters.all_filters',
+                                            f'{OOT}.RackFilter'])
+    assert types(loaded) == [ComputeFilter, RackFilter]
+
+
+def test_an_unimportable_available_filters_entry_fails_naming_that_option():
+    with pytest.raises(PluginNotFound, match=r'\[filter_scheduler\] available_filters'):
+        filters_for('ComputeFilter', available_filters=[f'{OOT}.Missing'])
+
+
+def test_an_unknown_filter_name_fails_naming_the_option():
+    with pytest.raises(PluginNotFound) as caught:
+        filters_for('ComputeFilter', 'NoSuchFilter')
+    assert caught.value.option == '[filter_scheduler] enabled_filters'
+    assert caught.value.name == 'NoSuchFilter'
+    assert 'ComputeFilter' in str(caught.value)  # lists what is available
+
+
+def test_an_unknown_nova_filter_path_fails():
+    with pytest.raises(PluginNotFound):
+        filters_for('nova.scheduler.filters.bogus.BogusFilter')
+
+
+def test_an_unimportable_dotted_path_fails_with_the_import_error_as_cause():
+    with pytest.raises(PluginNotFound) as caught:
+        filters_for('no_such_package.filters.RackFilter')
+    assert isinstance(caught.value.__cause__, ImportError)
+
+
+def test_a_class_that_is_not_a_host_filter_is_refused():
+    with pytest.raises(ConfigurationError, match='not a subclass of'):
+        filters_for(f'{OOT}.NotAPlugin')
+
+
+def test_a_filter_listed_twice_is_loaded_once(caplog):
+    assert types(filters_for('ComputeFilter', 'ComputeFilter')) == [ComputeFilter]
+    assert 'more than once' in warnings_from(caplog)[0]
+
+
+def test_an_empty_filter_list_loads_nothing():
+    assert filters_for() == []
+
+
+def test_a_shipped_filter_is_never_skipped_even_if_listed_as_missing(monkeypatch):
+    monkeypatch.setattr(plugins, 'NOVA_FILTERS_NOT_SHIPPED',
+                        {**plugins.NOVA_FILTERS_NOT_SHIPPED, 'ComputeFilter': 'liveness'})
+    assert types(filters_for('ComputeFilter')) == [ComputeFilter]
+
+
+# Weighers -----------------------------------------------------------------------------
+
+def test_novas_default_weight_classes_load_every_registered_weigher(caplog):
+    loaded = plugins.load_weighers(make_conf())
+    assert set(types(loaded)) == {RAMWeigher, CPUWeigher, DiskWeigher}
+    [warning] = warnings_from(caplog)
+    assert 'hosts are not weighed by' in warning and 'BuildFailureWeigher' in warning
+
+
+def test_all_is_an_alias_of_novas_all_weighers():
+    assert types(weighers_for('all')) == types(
+        weighers_for('nova.scheduler.weights.all_weighers'))
+
+
+def test_weighers_can_be_listed_by_name_or_nova_path_and_carry_the_configuration():
+    conf = make_conf(filter_scheduler={
+        'weight_classes': ['nova.scheduler.weights.ram.RAMWeigher', 'DiskWeigher']})
+    loaded = plugins.load_weighers(conf)
+    assert types(loaded) == [RAMWeigher, DiskWeigher]
+    assert all(w.conf is conf for w in loaded)
+
+
+def test_an_out_of_tree_weigher_loads_by_dotted_path():
+    assert types(weighers_for(f'{OOT}.FewestInstancesWeigher')) == [FewestInstancesWeigher]
+
+
+def test_an_unknown_weigher_fails_naming_the_option():
+    with pytest.raises(PluginNotFound, match=r'\[filter_scheduler\] weight_classes'):
+        weighers_for('HeaviestWeigher')
+
+
+def test_a_filter_class_is_not_accepted_as_a_weigher():
+    with pytest.raises(ConfigurationError, match='BaseHostWeigher'):
+        weighers_for(f'{OOT}.RackFilter')

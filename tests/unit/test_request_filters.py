@@ -1,0 +1,160 @@
+"""Request filters: how they change the RequestSpec before the Placement query is built."""
+from __future__ import annotations
+
+import pytest
+
+from scheduler.exceptions import PluginNotFound, RequestFilterFailed
+from scheduler.objects.spec import Aggregate, Destination, Flavor, RequestSpec
+from scheduler.request import filters
+from scheduler.request.filters import (
+    compute_status_filter,
+    load_request_filters,
+    map_az_to_placement_aggregate,
+    run_request_filters,
+)
+from scheduler.request.translate import build_query
+
+AZ1_A = '6a9e3c84-1c4f-4f5e-9a43-3f0c4f1d2a01'
+AZ1_B = '0b7f3d2e-8c1a-4e5f-9b6a-7c8d9e0f1a22'
+AZ2 = 'c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f'
+SSD = '2f1e0d9c-8b7a-4695-8473-625140312f0e'
+
+
+class Catalog:
+    """The part of the HostCatalog the request filters use: aggregates by metadata."""
+
+    def __init__(self, *aggregates: Aggregate):
+        self.aggregates = list(aggregates)
+        self.lookups: list[tuple[str, str | None]] = []
+
+    def aggregates_with_metadata(self, key: str, value: str | None = None) -> list[Aggregate]:
+        self.lookups.append((key, value))
+        return [a for a in self.aggregates
+                if key in a.metadata and (value is None or a.metadata[key] == value)]
+
+
+CATALOG = Catalog(
+    Aggregate(id=1, uuid=AZ1_A, name='az1-rack-a', metadata={'availability_zone': 'az1'}),
+    Aggregate(id=2, uuid=AZ1_B, name='az1-rack-b', metadata={'availability_zone': 'az1'}),
+    Aggregate(id=3, uuid=AZ2, name='az2', metadata={'availability_zone': 'az2'}),
+    Aggregate(id=4, uuid=SSD, name='ssd', metadata={'ssd': 'true'}),
+)
+
+
+def spec(**kwargs) -> RequestSpec:
+    return RequestSpec(flavor=Flavor(vcpus=4, memory_mb=4096, root_gb=40), **kwargs)
+
+
+# -- compute_status_filter ---------------------------------------------------------------------
+def test_compute_status_filter_always_forbids_disabled_computes_on_the_root() -> None:
+    s = spec()
+
+    assert compute_status_filter(s, None, None) is True
+
+    assert s.request_level_params.root_forbidden == {'COMPUTE_STATUS_DISABLED'}
+    assert s.request_level_params.root_required == set()
+
+
+def test_compute_status_filter_keeps_what_other_filters_forbade() -> None:
+    s = spec()
+    s.request_level_params.root_forbidden.add('CUSTOM_MAINTENANCE')
+
+    compute_status_filter(s, None, None)
+
+    assert s.request_level_params.root_forbidden == {'CUSTOM_MAINTENANCE',
+                                                     'COMPUTE_STATUS_DISABLED'}
+
+
+# -- map_az_to_placement_aggregate -------------------------------------------------------------
+def test_az_becomes_one_or_set_of_the_aggregates_of_that_zone() -> None:
+    s = spec(availability_zone='az1')
+
+    assert map_az_to_placement_aggregate(s, CATALOG, None) is True
+
+    assert s.requested_destination is not None
+    assert s.requested_destination.aggregates == [f'{AZ1_B},{AZ1_A}']
+
+
+def test_az_constraint_is_anded_with_aggregates_already_requested() -> None:
+    s = spec(availability_zone='az2',
+             requested_destination=Destination(host='compute-02', aggregates=[SSD]))
+
+    map_az_to_placement_aggregate(s, CATALOG, None)
+
+    assert s.requested_destination.aggregates == [SSD, AZ2]
+    assert s.requested_destination.host == 'compute-02'
+
+
+def test_az_that_no_aggregate_names_adds_no_constraint() -> None:
+    # The default zone "nova" has no aggregate: every host is in it.
+    s = spec(availability_zone='nova')
+
+    assert map_az_to_placement_aggregate(s, CATALOG, None) is False
+
+    assert s.requested_destination is None
+    assert CATALOG.lookups[-1] == ('availability_zone', 'nova')
+
+
+def test_no_az_requested_means_no_lookup_and_no_constraint() -> None:
+    catalog = Catalog(*CATALOG.aggregates)
+    s = spec()
+
+    assert map_az_to_placement_aggregate(s, catalog, None) is False
+
+    assert catalog.lookups == []
+    assert s.requested_destination is None
+
+
+# -- running and loading -----------------------------------------------------------------------
+def test_run_returns_the_names_of_the_filters_that_acted_in_order() -> None:
+    s = spec(availability_zone='nova')
+
+    acted = run_request_filters([map_az_to_placement_aggregate, compute_status_filter],
+                                s, CATALOG, None)
+
+    assert acted == ['compute_status_filter']
+
+
+def test_a_filter_that_fails_the_request_stops_the_run() -> None:
+    calls: list[str] = []
+
+    def no_hosts_for_tenant(spec, catalog, conf) -> bool:
+        calls.append('tenant')
+        raise RequestFilterFailed('No hosts available for tenant')
+
+    def later(spec, catalog, conf) -> bool:
+        calls.append('later')
+        return True
+
+    with pytest.raises(RequestFilterFailed, match='No hosts available for tenant'):
+        run_request_filters([no_hosts_for_tenant, later], spec(), CATALOG, None)
+    assert calls == ['tenant']
+
+
+def test_filters_are_loaded_by_entry_point_name_in_the_order_given() -> None:
+    loaded = load_request_filters(['map_az_to_placement_aggregate', 'compute_status_filter'])
+
+    assert loaded == [map_az_to_placement_aggregate, compute_status_filter]
+
+
+def test_an_unknown_filter_name_names_the_option_and_the_available_filters() -> None:
+    with pytest.raises(PluginNotFound) as info:
+        load_request_filters(['compute_status_filter', 'require_tenant_aggregate'])
+
+    message = str(info.value)
+    assert filters.OPTION in message
+    assert "'require_tenant_aggregate'" in message
+    assert 'compute_status_filter' in message.split('available:')[1]
+    assert 'map_az_to_placement_aggregate' in message.split('available:')[1]
+
+
+def test_filtered_spec_translates_to_the_az_row_of_nova() -> None:
+    s = spec(availability_zone='az2')
+    run_request_filters(load_request_filters(['map_az_to_placement_aggregate',
+                                              'compute_status_filter']), s, CATALOG, None)
+
+    query = build_query(s, limit=1000).query
+
+    assert query.describe() == (
+        f'limit=1000&member_of=in:{AZ2}&resources=DISK_GB:40,MEMORY_MB:4096,VCPU:4'
+        f'&root_required=!COMPUTE_STATUS_DISABLED')
