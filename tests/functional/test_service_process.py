@@ -1,0 +1,199 @@
+"""``scheduler-service`` as operators run it: a process, a config file, RabbitMQ.
+
+Several workers share the ``scheduler`` queue; a worker that dies is
+replaced; SIGTERM lets calls in flight finish before the process exits; a
+configuration that cannot work stops start-up with an error naming the option.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.rpc.client import SchedulerClient
+from scheduler.rpc.transport import get_transport
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def rabbit_url() -> str:
+    if not rabbit_answers():
+        if REQUIRE_RABBIT:
+            pytest.fail('RabbitMQ on 127.0.0.1:5672 does not answer and '
+                        'SCHEDULER_TEST_REQUIRE_RABBIT=1: the real broker path must run here')
+        pytest.skip('RabbitMQ on 127.0.0.1:5672 does not answer (worker processes need a broker)')
+    return RABBIT_URL
+
+
+def write_config(path: pathlib.Path, *, placement_url: str, transport_url: str, topic: str,
+                 workers: int, extra: str = '') -> pathlib.Path:
+    path.write_text(f"""
+[DEFAULT]
+transport_url = {transport_url}
+host = scheduler-proc-test
+graceful_shutdown_timeout = 60
+
+[scheduler]
+workers = {workers}
+rpc_topic = {topic}
+
+[filter_scheduler]
+enabled_filters = ComputeFilter,tests.functional.slow_filter.SlowFilter
+weight_classes = RAMWeigher
+
+[placement]
+auth_type = admin_token
+token = admin
+endpoint = {placement_url}
+max_retries = 1
+{extra}
+""")
+    return path
+
+
+class ServiceProcess:
+    def __init__(self, config: pathlib.Path, env: dict[str, str]):
+        self.log = config.with_suffix('.log')
+        self._log_file = self.log.open('wb')
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'scheduler.cmd.service', '--config-file', str(config)],
+            cwd=REPO, env={**os.environ, 'PYTHONPATH': str(REPO), **env},
+            stdout=self._log_file, stderr=subprocess.STDOUT)
+
+    def workers(self) -> set[int]:
+        out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(self.proc.pid)],
+                             capture_output=True, text=True).stdout
+        return {int(pid) for pid in out.split()}
+
+    def output(self) -> str:
+        return self.log.read_text(errors='replace')
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._log_file.close()
+
+
+def wait_for(predicate, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f'timed out waiting for {what}'
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def service_process(tmp_path, placement, rabbit_url):
+    started: list[ServiceProcess] = []
+
+    def start(workers: int, **env: str):
+        topic = f'scheduler-proc-{uuid.uuid4().hex[:8]}'
+        config = write_config(tmp_path / 'scheduler.conf', placement_url=placement.url,
+                              transport_url=rabbit_url, topic=topic, workers=workers)
+        process = ServiceProcess(config, env)
+        started.append(process)
+        conf = make_conf(placement.url, rabbit_url)
+        transport = get_transport(conf)
+        client = SchedulerClient(transport, topic=topic, timeout=20)
+
+        def answers():
+            if process.proc.poll() is not None:
+                pytest.fail(f'scheduler-service exited early:\n{process.output()}')
+            try:
+                return client.call(CONTEXT, 'ping', version='1.1', namespace='baseapi', arg=1)
+            except Exception:  # noqa: BLE001 - not up yet
+                return None
+
+        wait_for(answers, 'the service to answer ping', timeout=90)
+        return process, client, transport
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def test_a_killed_worker_is_replaced_and_the_others_keep_serving(service_process,
+                                                                 placement_client):
+    add_host(placement_client, 'cn0')
+    process, client, transport = service_process(workers=2)
+    workers = wait_for(lambda: len(process.workers()) == 2 and process.workers(), 'two workers')
+
+    victim = sorted(workers)[0]
+    os.kill(victim, signal.SIGKILL)
+
+    # Calls keep being answered while the supervisor replaces the worker.
+    for _ in range(4):
+        [selections] = client.select_destinations(CONTEXT, encode_request_spec(boot_spec()),
+                                                  new_uuids(1))
+        assert selections[0].service_host == 'cn0'
+    replaced = wait_for(lambda: (len(process.workers()) == 2 and victim not in process.workers()
+                                 and process.workers()), 'a replacement worker')
+    assert victim not in replaced
+    transport.cleanup()
+
+
+def test_sigterm_lets_the_call_in_flight_finish(service_process, placement_client, tmp_path):
+    add_host(placement_client, 'cn0')
+    marker = tmp_path / 'in-flight'
+    process, client, transport = service_process(
+        workers=1, SLOW_FILTER_MARKER=str(marker), SLOW_FILTER_SECONDS='3')
+    [instance] = new_uuids(1)
+    outcome: dict[str, object] = {}
+
+    def call():
+        try:
+            outcome['result'] = client.select_destinations(
+                CONTEXT, encode_request_spec(boot_spec()), [instance])
+        except Exception as e:  # noqa: BLE001 - asserted below
+            outcome['error'] = e
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    wait_for(marker.exists, 'the call to reach the filters')
+    process.proc.send_signal(signal.SIGTERM)
+    caller.join(timeout=60)
+
+    assert 'error' not in outcome, outcome.get('error')
+    assert outcome['result'][0][0].service_host == 'cn0'
+    assert process.proc.wait(timeout=60) == 0
+    assert placement_client.get_allocations(instance).allocations
+    transport.cleanup()
+
+
+@pytest.mark.parametrize('extra, option', [
+    ('[filter_scheduler]\nenabled_filters = NoSuchFilter\n', '[filter_scheduler] enabled_filters'),
+    ('', '[placement] auth_type'),
+])
+def test_a_configuration_that_cannot_work_stops_start_up_naming_the_option(tmp_path, extra,
+                                                                           option):
+    config = tmp_path / 'scheduler.conf'
+    if option == '[placement] auth_type':
+        config.write_text('[DEFAULT]\ntransport_url = fake://\n[scheduler]\nworkers = 1\n')
+    else:
+        config.write_text('[DEFAULT]\ntransport_url = fake://\n[scheduler]\nworkers = 1\n'
+                          '[placement]\nauth_type = none\nendpoint_override = http://127.0.0.1:9\n'
+                          + extra)
+
+    done = subprocess.run([sys.executable, '-m', 'scheduler.cmd.service', '--config-file',
+                           str(config)], cwd=REPO, env={**os.environ, 'PYTHONPATH': str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert option in done.stdout + done.stderr
