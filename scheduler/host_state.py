@@ -56,6 +56,7 @@ class HostState:
                  allocation_candidates: list[AllocationRequest],
                  aggregates: list[Aggregate] | None = None,
                  instances: Mapping[str, Any] | None = None,
+                 instance_info_known: bool = True,
                  default_availability_zone: str = 'nova'):
         self.uuid = uuid
         self.host = record.service_host
@@ -65,6 +66,10 @@ class HostState:
         self.record = record
         self.aggregates: list[Aggregate] = list(aggregates or [])
         self.instances: dict[str, Any] = dict(instances or {})
+        # False when the catalog never heard which instances run here (no
+        # instance info cast yet): an empty ``instances`` then means "unknown",
+        # not "none", and filters that count instances say so.
+        self.instance_info_known = instance_info_known
         self.allocation_candidates = list(allocation_candidates)
         self.limits: dict[str, Any] = {}
         self.failed_builds = int(record.stats.get('failed_builds', 0) or 0)
@@ -226,5 +231,6 @@ def build_host_states(candidates: Candidates, catalog, *,
             allocation_candidates=alloc_reqs,
             aggregates=catalog.aggregates_for_host(record.service_host),
             instances=catalog.instances_on_host(record.service_host),
+            instance_info_known=catalog.has_instance_info(record.service_host),
             default_availability_zone=default_availability_zone))
     return hosts

@@ -145,6 +145,13 @@ class HostCatalog:
         with self._lock:
             return list(self._aggregates_by_host.get(service_host, ()))
 
+    def all_aggregates(self) -> list[Aggregate]:
+        """Every aggregate (file and casts), ordered by id: for lookups by metadata
+        key prefix or value, which the request filters need (Nova queries its API
+        database with LIKE there)."""
+        with self._lock:
+            return list(self._aggregates)
+
     def aggregates_with_metadata(self, key: str, value: str | None = None) -> list[Aggregate]:
         """Aggregates whose metadata has ``key`` (with ``value``, when given)."""
         with self._lock:
@@ -165,6 +172,12 @@ class HostCatalog:
         with self._lock:
             uuids = list(self._instances.get(service_host, ()))
         return {u: {'uuid': u} for u in uuids}
+
+    def has_instance_info(self, service_host: str) -> bool:
+        """Whether a cast ever told us the instances on the host (an empty
+        :meth:`instances_on_host` is otherwise "unknown", not "none")."""
+        with self._lock:
+            return service_host in self._instances
 
     # Fanout casts ----------------------------------------------------------------------
     def update_aggregates(self, aggregates: list[Aggregate] | Aggregate) -> None:

@@ -42,10 +42,20 @@ filter_scheduler_opts = [
     cfg.IntOpt('max_io_ops_per_host', default=8, min=0,
                help='The number of instances that can be actively performing IO on a '
                     'host.\n\nRead by IoOpsFilter and AggregateIoOpsFilter; IO operations '
-                    'are counted from the ``io_workload`` stat of the host.'),
+                    'are counted from the ``io_workload`` stat of the host. A host without '
+                    'that stat in the host catalog counts only the instances placed on it '
+                    'within one request (a WARNING names such a host once). '
+                    'AggregateIoOpsFilter lets aggregate metadata ``max_io_ops_per_host`` '
+                    'override this value (the smallest integer wins).'),
     cfg.IntOpt('max_instances_per_host', default=50, min=1,
                help='Maximum number of instances that can exist on a host.\n\n'
-                    'Read by NumInstancesFilter and AggregateNumInstancesFilter.'),
+                    'Read by NumInstancesFilter and AggregateNumInstancesFilter. Instances '
+                    'are counted from the ``num_instances`` stat of the host or the instance '
+                    'info casts of its nova-compute, whichever says more; a host with '
+                    'neither counts only the instances placed on it within one request (a '
+                    'WARNING names such a host once). AggregateNumInstancesFilter lets '
+                    'aggregate metadata ``max_instances_per_host`` override this value (the '
+                    'smallest integer wins).'),
     cfg.BoolOpt('track_instance_changes', default=True,
                 help='Enable querying of individual hosts for instance information.\n\n'
                      'nova-compute reads this option to decide whether to send the '
@@ -102,8 +112,9 @@ filter_scheduler_opts = [
                  help='Image Properties weight multiplier ratio.\n\n'
                       'Positive values prefer hosts running instances with the same image '
                       'properties; 0.0 disables the weigher. The host catalog of this '
-                      'service knows instances by UUID only, not their images, so this '
-                      'release has nothing to compare and ships no such weigher.'
+                      'service keeps instances by uuid only, not their image properties, so '
+                      'every host weighs 0 and the weigher does not change the order; '
+                      'start-up warns when this value is not 0.'
                       + _AGGREGATE_OVERRIDE.format(key='image_props_weight_multiplier')),
     cfg.ListOpt('image_props_weight_setting', default=[],
                 help='Mapping of image properties to weight modifier.\n\n'
@@ -111,7 +122,9 @@ filter_scheduler_opts = [
                      'properties not listed count 0. Empty: every property counts 1.'),
     cfg.FloatOpt('pci_weight_multiplier', default=1.0, min=0.0,
                  help='PCI device affinity weight multiplier.\n\n'
-                      'Keeps hosts with PCI devices free for requests that need them.'
+                      'Keeps hosts with PCI devices free for requests that need them. This '
+                      'service knows no PCI device pools yet: every host weighs the same and '
+                      'the weigher does not change the order.'
                       + _AGGREGATE_OVERRIDE.format(key='pci_weight_multiplier')),
     cfg.FloatOpt('soft_affinity_weight_multiplier', default=1.0, min=0.0,
                  help='Multiplier used for weighing hosts for group soft-affinity.'

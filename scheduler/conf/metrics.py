@@ -23,10 +23,10 @@ metrics_opts = [
                      'ratio; the MetricsFilter requires every metric named here.'),
     cfg.BoolOpt('required', default=True,
                 help='Whether metrics are required.\n\n'
-                     'True: a host lacking a metric of ``weight_setting`` fails the request '
-                     "with an error (Nova's behaviour; enable the MetricsFilter to remove "
-                     'such hosts first). False: such a host weighs '
-                     '``weight_of_unavailable``.'),
+                     'True: a host lacking a metric of ``weight_setting`` is left out of '
+                     'scheduling, with that reason (Nova fails the whole request instead; '
+                     'the MetricsFilter removes such hosts before weighing). False: such a '
+                     'host weighs ``weight_of_unavailable``.'),
     cfg.FloatOpt('weight_of_unavailable', default=-10000.0,
                  help='Default weight for unavailable metrics.\n\n'
                       'Used when ``required`` is False and a host lacks a metric.'),

@@ -9,6 +9,12 @@ descending and stable, so ties keep the input order.
 A consequence kept on purpose (Nova does the same, reference 8.15): RAM, CPU
 and Disk weighers have ``minval = 0``, so hosts with identical non-zero free
 resources all normalise to 1.0, not 0.0.
+
+One deliberate difference: a weigher that cannot weigh a host at all (Nova's
+MetricsWeigher with ``[metrics] required`` and a metric missing raises and
+fails the whole request) says so through
+:meth:`BaseHostWeigher.unweighable_reason`; :func:`weigh_hosts` then leaves
+that host out with the reason, and the other hosts are weighed as usual.
 """
 from __future__ import annotations
 
@@ -32,6 +38,15 @@ LOG = logging.getLogger(__name__)
 
 # Bounds the hosts listed per weigher in the DEBUG log line.
 _LOG_HOSTS = 20
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A host a weigher could not weigh, and why (user-facing, no host name)."""
+
+    weigher: str
+    host: HostState
+    reason: str
 
 
 @dataclass
@@ -94,6 +109,22 @@ class BaseHostWeigher:
     def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
         raise NotImplementedError(f'{self.name} must implement _weigh_object()')
 
+    def unweighable_reason(self, host_state: HostState,
+                           weight_properties: RequestSpec) -> str | None:
+        """Why this host cannot be weighed at all (it is then not chosen), or None.
+
+        For data a weigher *requires*; missing optional data should weigh low
+        instead. The reason reaches users: say what is missing, not the host name.
+        """
+        return None
+
+    def check_configuration(self) -> None:
+        """Called once by the plugin loader after ``conf`` is set.
+
+        Parse and validate settings here and log start-up notices; raise
+        :class:`~scheduler.exceptions.ConfigurationError` to stop start-up.
+        """
+
     def weigh_objects(self, weighed_obj_list: Sequence[Any],
                       weight_properties: RequestSpec) -> list[float]:
         """Raw weights, one per object (objects have ``.obj``, the HostState).
@@ -139,6 +170,38 @@ def get_weight_multiplier(host_state: HostState, option_name: str,
     return min(parsed)
 
 
+def _weighable(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
+               spec_obj: RequestSpec, excluded: list[Exclusion] | None) -> list[HostState]:
+    kept = list(hosts)
+    for weigher in weighers:
+        # Most weighers weigh every host; skip the per-host call for them.
+        if type(weigher).unweighable_reason is BaseHostWeigher.unweighable_reason:
+            continue
+        name = weigher.name
+        remaining = []
+        for host in kept:
+            try:
+                reason = weigher.unweighable_reason(host, spec_obj)
+            except Exception as exc:
+                raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
+            if reason is None:
+                remaining.append(host)
+                continue
+            LOG.debug('%s cannot weigh %s: %s', name, host_label(host), reason)
+            _warn_unweighable(name, host_label(host), reason)
+            if excluded is not None:
+                excluded.append(Exclusion(name, host, reason))
+        kept = remaining
+    return kept
+
+
+@functools.lru_cache(maxsize=1024)
+def _warn_unweighable(weigher: str, host: str, reason: str) -> None:
+    # Once per host and reason: the same host is left out of every request
+    # until its data or the configuration changes.
+    LOG.warning('%s leaves host %s out of scheduling: %s', weigher, host, reason)
+
+
 @functools.lru_cache(maxsize=256)
 def _warn_unparsable(option_name: str, values: tuple[str, ...]) -> None:
     # Cached so that one bad aggregate logs once, not once per host per request.
@@ -147,13 +210,17 @@ def _warn_unparsable(option_name: str, values: tuple[str, ...]) -> None:
 
 
 def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
-                spec_obj: RequestSpec) -> list[WeighedHost]:
+                spec_obj: RequestSpec, *,
+                excluded: list[Exclusion] | None = None) -> list[WeighedHost]:
     """Weigh and sort ``hosts`` (descending, stable).
 
-    With at most one host nothing is weighed (Nova skips it) and weights are 0.0.
-    Raises :class:`WeigherError` naming the weigher when a plugin raises.
+    Hosts a weigher cannot weigh (:meth:`BaseHostWeigher.unweighable_reason`)
+    are left out of the result, whatever the number of hosts, and appended
+    to ``excluded`` when given. With at most one host left nothing is weighed
+    (Nova skips it) and weights are 0.0. Raises :class:`WeigherError` naming
+    the weigher when a plugin raises.
     """
-    weighed = [WeighedHost(h) for h in hosts]
+    weighed = [WeighedHost(h) for h in _weighable(weighers, hosts, spec_obj, excluded)]
     if len(weighed) <= 1:
         return weighed
     for weigher in weighers:

@@ -115,7 +115,9 @@ _FALLBACK_OPTS: dict[str | None, list[cfg.Opt]] = {
 
 
 def _register_service_opts(conf: cfg.ConfigOpts) -> None:
-    for module_name in ('scheduler.conf.filter_scheduler', 'scheduler.conf.service'):
+    for module_name in ('scheduler.conf.filter_scheduler', 'scheduler.conf.service',
+                        'scheduler.conf.scheduler', 'scheduler.conf.metrics',
+                        'scheduler.conf.workarounds'):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -128,7 +130,10 @@ def _register_service_opts(conf: cfg.ConfigOpts) -> None:
 
 
 def make_conf(*, filter_scheduler: Mapping[str, Any] | None = None,
-              default: Mapping[str, Any] | None = None) -> cfg.ConfigOpts:
+              default: Mapping[str, Any] | None = None,
+              scheduler: Mapping[str, Any] | None = None,
+              metrics: Mapping[str, Any] | None = None,
+              workarounds: Mapping[str, Any] | None = None) -> cfg.ConfigOpts:
     """A fresh ConfigOpts with the scheduler's options, overridden as given."""
     conf = cfg.ConfigOpts()
     # A fresh group first: registering a module-level OptGroup object makes
@@ -147,4 +152,10 @@ def make_conf(*, filter_scheduler: Mapping[str, Any] | None = None,
         conf.set_override(name, value, group='filter_scheduler')
     for name, value in (default or {}).items():
         conf.set_override(name, value)
+    for name, value in (scheduler or {}).items():
+        conf.set_override(name, value, group='scheduler')
+    for name, value in (metrics or {}).items():
+        conf.set_override(name, value, group='metrics')
+    for name, value in (workarounds or {}).items():
+        conf.set_override(name, value, group='workarounds')
     return conf

@@ -9,7 +9,9 @@ from scheduler import plugins
 from scheduler.exceptions import ConfigurationError, PluginNotFound
 from scheduler.filters.affinity import ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter
 from scheduler.filters.compute import ComputeFilter
+from scheduler.filters.compute_capabilities import ComputeCapabilitiesFilter
 from scheduler.filters.handler import apply_filters
+from scheduler.filters.image_props import ImagePropertiesFilter
 from scheduler.weights.cpu import CPUWeigher
 from scheduler.weights.disk import DiskWeigher
 from scheduler.weights.ram import RAMWeigher
@@ -39,14 +41,21 @@ def warnings_from(caplog):
 
 # Filters ------------------------------------------------------------------------------
 
-def test_novas_default_enabled_filters_load_skipping_the_ones_not_shipped_yet(caplog):
+def test_novas_default_enabled_filters_all_load_without_a_warning(caplog):
     loaded = plugins.load_filters(make_conf())
-    assert types(loaded) == [ComputeFilter, ServerGroupAntiAffinityFilter,
-                             ServerGroupAffinityFilter]
+    assert types(loaded) == [ComputeFilter, ComputeCapabilitiesFilter, ImagePropertiesFilter,
+                             ServerGroupAntiAffinityFilter, ServerGroupAffinityFilter]
+    assert warnings_from(caplog) == []
+
+
+def test_a_nova_filter_not_shipped_yet_is_skipped_with_a_warning_saying_what_goes_unchecked(
+        caplog):
+    loaded = filters_for('ComputeFilter', 'PciPassthroughFilter')
+    assert types(loaded) == [ComputeFilter]
     [warning] = warnings_from(caplog)
     assert '[filter_scheduler] enabled_filters' in warning
     assert 'not implemented yet; hosts are not checked for' in warning
-    assert 'ComputeCapabilitiesFilter' in warning and 'ImagePropertiesFilter' in warning
+    assert 'PciPassthroughFilter (PCI device availability)' in warning
 
 
 def test_every_loaded_filter_carries_the_configuration():
@@ -133,11 +142,19 @@ def test_a_shipped_filter_is_never_skipped_even_if_listed_as_missing(monkeypatch
 
 # Weighers -----------------------------------------------------------------------------
 
-def test_novas_default_weight_classes_load_every_registered_weigher(caplog):
+NOVA_34_WEIGHERS = {
+    'RAMWeigher', 'CPUWeigher', 'DiskWeigher', 'IoOpsWeigher', 'PCIWeigher',
+    'ServerGroupSoftAffinityWeigher', 'ServerGroupSoftAntiAffinityWeigher',
+    'BuildFailureWeigher', 'CrossCellWeigher', 'HypervisorVersionWeigher',
+    'NumInstancesWeigher', 'ImagePropertiesWeigher', 'MetricsWeigher',
+}
+
+
+def test_novas_default_weight_classes_load_all_13_nova_weighers_without_warning(caplog):
     loaded = plugins.load_weighers(make_conf())
-    assert set(types(loaded)) == {RAMWeigher, CPUWeigher, DiskWeigher}
-    [warning] = warnings_from(caplog)
-    assert 'hosts are not weighed by' in warning and 'BuildFailureWeigher' in warning
+    assert {w.name for w in loaded} == NOVA_34_WEIGHERS
+    assert {RAMWeigher, CPUWeigher, DiskWeigher} <= set(types(loaded))
+    assert warnings_from(caplog) == []
 
 
 def test_all_is_an_alias_of_novas_all_weighers():

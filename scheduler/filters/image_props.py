@@ -1,0 +1,259 @@
+"""ImagePropertiesFilter: the host must be able to run the image.
+
+Three independent checks, each on image properties Nova defines:
+
+* ``hw_architecture`` (default ``[filter_scheduler]
+  image_properties_default_architecture``), ``img_hv_type`` and ``hw_vm_mode``
+  must match one ``[architecture, hypervisor_type, vm_mode]`` entry of the
+  host's ``supported_instances`` (the properties the image leaves unset match
+  anything);
+* ``img_hv_requested_version`` (e.g. ``>=6.0,<7``) must be satisfied by the
+  host's ``hypervisor_version`` (Nova's integer encoding: 6002000 is 6.2.0);
+* ``hw_maxphysaddr_bits`` must not exceed the host's
+  ``cpu_info.maxphysaddr.bits``.
+
+Where the host catalog has no data for a check (a host known only from
+Placement), that check is skipped for the host, which is logged at WARNING once
+per host and process: Nova's computes always report these fields, and failing
+every undescribed host would make Nova's default filter list reject a whole
+cloud for any image that names an architecture.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scheduler.filters.base import BaseHostFilter, FilterResult, host_label
+from scheduler.filters.host_attributes import MISSING, walk
+from scheduler.filters.log_once import LogOnce
+from scheduler.filters.reasons import brief
+
+if TYPE_CHECKING:
+    from scheduler.host_state import HostState
+    from scheduler.objects.spec import RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+MAXPHYSADDR_BITS_PATH = ('maxphysaddr', 'bits')
+
+
+# Canonical names, as Nova's Architecture / HVType / VMMode fields coerce them ----------
+
+def canonical_architecture(name: str | None) -> str | None:
+    if not name:
+        return None
+    name = name.strip().lower()
+    if name in ('i386', 'i486', 'i586', 'x86_32', 'x86_32p'):
+        return 'i686'
+    if name == 'amd64':
+        return 'x86_64'
+    return name
+
+
+def canonical_hv_type(name: str | None) -> str | None:
+    if not name:
+        return None
+    name = name.strip().lower()
+    return 'xen' if name == 'xapi' else name
+
+
+def canonical_vm_mode(name: str | None) -> str | None:
+    if not name:
+        return None
+    name = name.strip().lower()
+    return {'pv': 'xen', 'hv': 'hvm', 'baremetal': 'hvm'}.get(name, name)
+
+
+Triple = tuple[str | None, str | None, str | None]
+_FIELDS = ('architecture', 'hypervisor type', 'VM mode')
+
+
+def canonical_triple(entry: Any) -> Triple:
+    """A supported_instances entry, canonical; malformed entries match nothing."""
+    try:
+        arch, hv_type, vm_mode = entry
+    except (TypeError, ValueError):
+        return (None, None, None)
+    return (canonical_architecture(_text(arch)), canonical_hv_type(_text(hv_type)),
+            canonical_vm_mode(_text(vm_mode)))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def supports(entries: Any, wanted: Triple) -> bool:
+    """Whether one entry matches every wanted (non-None) element, position by position."""
+    for entry in entries:
+        have = canonical_triple(entry)
+        if all(w is None or w == h for w, h in zip(wanted, have, strict=True)):
+            return True
+    return False
+
+
+# img_hv_requested_version ------------------------------------------------------------
+
+class InvalidVersionPredicate(ValueError):
+    """An ``img_hv_requested_version`` that is not a comma-separated list of
+    ``<op> <version>`` comparisons."""
+
+
+_COMPARISON = re.compile(r'^\s*(<=|>=|<|>|!=|==)\s*(\d+(?:\.\d+)*)\s*$')
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    '<': operator.lt, '<=': operator.le, '>': operator.gt, '>=': operator.ge,
+    '==': operator.eq, '!=': operator.ne}
+# Bounds a hostile property: a predicate is a handful of comparisons.
+_MAX_PREDICATE_CHARS = 256
+
+
+@dataclass(frozen=True)
+class VersionPredicate:
+    text: str
+    comparisons: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def satisfied_by(self, version: tuple[int, ...]) -> bool:
+        return all(_OPERATORS[op](*_padded(version, wanted))
+                   for op, wanted in self.comparisons)
+
+
+def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    # 6.0 == 6.0.0, as Nova's (distutils) version comparison has it.
+    width = max(len(a), len(b))
+    return a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+
+
+@functools.lru_cache(maxsize=256)
+def parse_version_predicate(text: str) -> VersionPredicate:
+    """``">=6.0, <7"`` -> comparisons; :class:`InvalidVersionPredicate` otherwise.
+
+    Versions are dotted integers of any length (Nova's distutils parser wants
+    two or three parts and fails the request on others).
+    """
+    if len(text) > _MAX_PREDICATE_CHARS:
+        raise InvalidVersionPredicate(f'longer than {_MAX_PREDICATE_CHARS} characters')
+    comparisons = []
+    for part in text.split(','):
+        found = _COMPARISON.match(part)
+        if found is None:
+            raise InvalidVersionPredicate(
+                f"'{brief(part.strip(), 30)}' is not <op> <version> (op: {', '.join(_OPERATORS)})")
+        comparisons.append((found[1], tuple(int(n) for n in found[2].split('.'))))
+    return VersionPredicate(text, tuple(comparisons))
+
+
+def hypervisor_version_parts(version: int) -> tuple[int, ...]:
+    """Nova's integer encoding, three decimal digits per part: 6002000 -> (6, 2, 0)."""
+    parts: list[int] = []
+    while version > 0:
+        version, part = divmod(version, 1000)
+        parts.insert(0, part)
+    return tuple(parts)
+
+
+def format_version(parts: tuple[int, ...]) -> str:
+    return '.'.join(str(p) for p in parts)
+
+
+# The filter --------------------------------------------------------------------------
+
+class ImagePropertiesFilter(BaseHostFilter):
+    """Hosts must support the image's architecture, hypervisor type, VM mode,
+    requested hypervisor version and physical address bits."""
+
+    # Image properties and host capabilities do not change within a request.
+    run_filter_once_per_request = True
+    RUN_ON_REBUILD = True
+
+    def __init__(self) -> None:
+        self._log_once = LogOnce(LOG)
+
+    def filter_result(self, host_state: HostState, spec_obj: RequestSpec) -> FilterResult:
+        props = spec_obj.image.properties if spec_obj.image is not None else {}
+        for check in (self._check_instance_type, self._check_hypervisor_version,
+                      self._check_maxphysaddr_bits):
+            verdict = check(host_state, props)
+            if not verdict.passed:
+                return verdict
+        return FilterResult.ok()
+
+    def _default_architecture(self) -> str | None:
+        if self.conf is None:
+            return None
+        return self.conf.filter_scheduler.image_properties_default_architecture
+
+    def _check_instance_type(self, host_state: HostState, props: Any) -> FilterResult:
+        arch = props.get('hw_architecture') or self._default_architecture()
+        wanted: Triple = (canonical_architecture(arch),
+                          canonical_hv_type(props.get('img_hv_type')),
+                          canonical_vm_mode(props.get('hw_vm_mode')))
+        if not any(wanted):
+            return FilterResult.ok()
+        supported = host_state.supported_instances
+        if not supported:
+            self._unchecked(host_state, 'supported_instances',
+                            'image architecture, hypervisor type and VM mode')
+            return FilterResult.ok()
+        if supports(supported, wanted):
+            return FilterResult.ok()
+        asked = ', '.join(f'{field} {brief(value, 30)}'
+                          for field, value in zip(_FIELDS, wanted, strict=True) if value)
+        return FilterResult.fail(f'host supports no instances of {asked} (image properties)')
+
+    def _check_hypervisor_version(self, host_state: HostState, props: Any) -> FilterResult:
+        required = props.get('img_hv_requested_version')
+        if not required:
+            return FilterResult.ok()
+        quoted = f"img_hv_requested_version '{brief(required, 40)}'"
+        try:
+            predicate = parse_version_predicate(str(required))
+        except InvalidVersionPredicate as exc:
+            return FilterResult.fail(f'image {quoted} is not a version requirement: {exc}')
+        version = host_state.hypervisor_version
+        if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
+            self._unchecked(host_state, 'hypervisor_version', 'img_hv_requested_version')
+            return FilterResult.ok()
+        parts = hypervisor_version_parts(version)
+        if predicate.satisfied_by(parts):
+            return FilterResult.ok()
+        LOG.debug('%s: host %s hypervisor version %s does not satisfy %r', self.name,
+                  host_label(host_state), format_version(parts), predicate.text)
+        return FilterResult.fail(f'hypervisor version does not satisfy image {quoted}')
+
+    def _check_maxphysaddr_bits(self, host_state: HostState, props: Any) -> FilterResult:
+        wanted = props.get('hw_maxphysaddr_bits')
+        if wanted is None:
+            return FilterResult.ok()
+        try:
+            wanted_bits = int(wanted)
+        except (TypeError, ValueError):
+            return FilterResult.fail(
+                f"image hw_maxphysaddr_bits '{brief(wanted, 20)}' is not a number")
+        host_bits = _as_int(walk(host_state.cpu_info or {}, MAXPHYSADDR_BITS_PATH))
+        if host_bits is None:
+            self._unchecked(host_state, 'cpu_info maxphysaddr bits', 'hw_maxphysaddr_bits')
+            return FilterResult.ok()
+        if host_bits >= wanted_bits:
+            return FilterResult.ok()
+        return FilterResult.fail(
+            f'host CPU has fewer physical address bits than image hw_maxphysaddr_bits '
+            f'{wanted_bits}')
+
+    def _unchecked(self, host_state: HostState, data: str, check: str) -> None:
+        label = host_label(host_state)
+        self._log_once.warning(
+            (label, data), '%s: the host catalog has no %s for host %s; the host passes '
+            'unchecked for %s (logged once per host)', self.name, data, label, check)
+
+
+def _as_int(value: Any) -> int | None:
+    if value is MISSING or value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,27 @@
+"""IoOpsWeigher: hosts with fewer concurrent I/O operations win by default.
+
+``num_io_ops`` is the host's ``io_workload`` stat (hosts file) plus one per
+instance this request already placed there (``HostState.consume``), as in Nova.
+A positive multiplier prefers busy hosts instead.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
+
+if TYPE_CHECKING:
+    from scheduler.host_state import HostState
+    from scheduler.objects.spec import RequestSpec
+
+
+class IoOpsWeigher(BaseHostWeigher):
+    minval = 0
+
+    def weight_multiplier(self, host_state: HostState) -> float:
+        return get_weight_multiplier(
+            host_state, 'io_ops_weight_multiplier',
+            self.require_conf().filter_scheduler.io_ops_weight_multiplier)
+
+    def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
+        return host_state.num_io_ops

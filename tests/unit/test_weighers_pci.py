@@ -1,0 +1,65 @@
+"""PCIWeigher: Nova's rule over the host's free PCI devices; without a source of PCI
+pools (this release) every host weighs the same and the order does not change."""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from scheduler import plugins
+from scheduler.weights.base import weigh_hosts
+from scheduler.weights.pci import MAX_DEVS, PCIWeigher, free_pci_devices
+from scheduler.weights.ram import RAMWeigher
+from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+
+
+def configured(weigher_cls, **filter_scheduler):
+    weigher = weigher_cls()
+    weigher.conf = make_conf(filter_scheduler=filter_scheduler)
+    return weigher
+
+
+def with_pools(name, *counts, **host_fields):
+    host = make_host(name, **host_fields)
+    host.pci_stats = SimpleNamespace(pools=[{'count': c, 'vendor_id': '8086'} for c in counts])
+    return host
+
+
+def test_hosts_without_known_pci_pools_all_weigh_the_same_so_the_order_is_unchanged():
+    hosts = [make_host('a', ram=(4096, 0)), make_host('b', ram=(65536, 0))]
+    weighed = weigh_hosts([configured(RAMWeigher), configured(PCIWeigher)], hosts, make_spec())
+    assert [w.host.host for w in weighed] == ['b', 'a']   # RAM decides alone
+    assert {w.contributions['PCIWeigher'] for w in weighed} == {0.0}
+    assert {configured(PCIWeigher)._weigh_object(h, make_spec()) for h in hosts} == {MAX_DEVS}
+
+
+def test_fewer_free_pci_devices_weigh_more_so_pci_hosts_stay_free():
+    hosts = [with_pools('rich', 4, 4), make_host('none'), with_pools('poor', 1)]
+    weighed = weigh_hosts([configured(PCIWeigher)], hosts, make_spec())
+    assert [w.host.host for w in weighed] == ['none', 'poor', 'rich']
+    assert free_pci_devices(hosts[0]) == 8
+
+
+def test_free_devices_beyond_the_cap_do_not_tell_hosts_apart():
+    weigher = configured(PCIWeigher)
+    raw = [weigher._weigh_object(with_pools(f'h{n}', n), make_spec()) for n in (99, 500, 2000)]
+    assert raw == [1, 1, 1]
+
+
+def test_the_pci_multiplier_comes_from_an_aggregate_of_the_host_when_set():
+    boost = make_aggregate('gpu', metadata={'pci_weight_multiplier': '3.5'})
+    weigher = configured(PCIWeigher, pci_weight_multiplier=2.0)
+    assert weigher.weight_multiplier(make_host('h', aggregates=[boost])) == 3.5
+    assert weigher.weight_multiplier(make_host('other')) == 2.0
+
+
+@pytest.mark.parametrize(('multiplier', 'told'), [(1.0, True), (0.0, False)])
+def test_start_up_says_the_weigher_has_no_pci_pools_to_weigh_when_it_counts(caplog, multiplier,
+                                                                            told):
+    caplog.set_level(logging.INFO, logger='scheduler.weights.pci')
+    plugins.load_weighers(make_conf(filter_scheduler={'weight_classes': ['PCIWeigher'],
+                                                      'pci_weight_multiplier': multiplier}))
+    notices = [r.getMessage() for r in caplog.records if r.name == 'scheduler.weights.pci']
+    assert bool(notices) is told
+    assert all('knows no PCI device pools' in n for n in notices)
