@@ -1,7 +1,7 @@
 """Configuration: registering every option the service reads, and parsing.
 
 One module per option group (``scheduler``, ``filter_scheduler``, ``metrics``,
-``placement``, and ``service`` for ``[DEFAULT]``); ``opts`` feeds
+``placement``, ``workarounds``, and ``service`` for ``[DEFAULT]``); ``opts`` feeds
 oslo-config-generator. Options of oslo.log and oslo.messaging are registered
 here too, so a parsed configuration can be validated and read before any
 transport exists.
@@ -16,7 +16,15 @@ import oslo_messaging.opts
 from oslo_config import cfg
 from oslo_log import log
 
-from scheduler.conf import filter_scheduler, metrics, opts, placement, scheduler, service
+from scheduler.conf import (
+    filter_scheduler,
+    metrics,
+    opts,
+    placement,
+    scheduler,
+    service,
+    workarounds,
+)
 
 PROJECT = 'scheduler'
 
@@ -31,6 +39,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     filter_scheduler.register_opts(conf)
     metrics.register_opts(conf)
     placement.register_opts(conf)
+    workarounds.register_opts(conf)
     log.register_options(conf)
     _register_messaging_opts(conf)
 

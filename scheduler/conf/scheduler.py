@@ -29,10 +29,23 @@ scheduler_group = cfg.OptGroup(
     GROUP, title='Scheduler configuration',
     help='How the scheduler chooses hosts, and the bounds it enforces on requests.')
 
-_IGNORED_NOVA_FILTER = (
-    '\n\nThis service honours this option only through a request filter named '
-    '``{name}`` listed in ``[scheduler] request_filters``. This release ships no such '
-    'filter, so the option is accepted for nova.conf compatibility and has no effect.')
+_HONOURED_BY = (
+    '\n\nHonoured by the request filter ``{name}``, which is in the default '
+    '``[scheduler] request_filters``; the option has no effect if that list leaves the '
+    'filter out.')
+
+# Nova's request filters, in Nova's order (reference section 3.2). Nova runs them
+# all on every request; each gated one does nothing while its option is off.
+# owner_nova_filter is left out: Nova adds OWNER_NOVA only once every nova-compute
+# reports service version 73 (Nova 34), which this service cannot read, and older
+# computes lack the trait. List it once all computes run Nova 34.
+DEFAULT_REQUEST_FILTERS = [
+    'require_tenant_aggregate', 'map_az_to_placement_aggregate', 'require_image_type_support',
+    'compute_status_filter', 'isolate_aggregates', 'transform_image_metadata',
+    'accelerators_filter', 'packed_virtqueue_filter', 'routed_networks_filter',
+    'remote_managed_ports_filter', 'ephemeral_encryption_filter', 'virtio_sound_filter',
+    'tpm_secret_security_filter',
+]
 
 nova_opts = [
     cfg.IntOpt('max_attempts', default=3, min=1,
@@ -60,31 +73,43 @@ nova_opts = [
                     'for nova.conf compatibility and means one worker.'),
     cfg.BoolOpt('query_placement_for_routed_network_aggregates', default=False,
                 help='Enable the scheduler to filter compute hosts affined to routed '
-                     'network segment aggregates.'
-                     + _IGNORED_NOVA_FILTER.format(name='routed_networks_filter')),
+                     'network segment aggregates.\n\n'
+                     "A segment's aggregate is the host aggregate Neutron names ``Neutron "
+                     'segment id <segment>``. Which segments a network has, and which '
+                     "segment a port's fixed IP is on, only Neutron knows, and this service "
+                     'does not query Neutron: with the option on, a request that names a '
+                     'network or port fails with NoValidHost saying so (requests without '
+                     'networks are unaffected). Leave it off unless the host catalog can '
+                     'name the segments of networks.'
+                     + _HONOURED_BY.format(name='routed_networks_filter')),
     cfg.BoolOpt('limit_tenants_to_placement_aggregate', default=False,
                 help='Restrict tenants to specific placement aggregates.\n\n'
                      'Aggregates whose metadata has ``filter_tenant_id`` keys would be '
                      'turned into ``member_of`` constraints for the listed projects.'
-                     + _IGNORED_NOVA_FILTER.format(name='require_tenant_aggregate')),
+                     + _HONOURED_BY.format(name='require_tenant_aggregate')),
     cfg.BoolOpt('placement_aggregate_required_for_tenants', default=False,
                 help='Require a placement aggregate association for all tenants.\n\n'
-                     'Only meaningful with ``limit_tenants_to_placement_aggregate``.'
-                     + _IGNORED_NOVA_FILTER.format(name='require_tenant_aggregate')),
+                     'Only meaningful with ``limit_tenants_to_placement_aggregate``: a '
+                     'project that no aggregate names then gets NoValidHost ("No hosts '
+                     'available for tenant").'
+                     + _HONOURED_BY.format(name='require_tenant_aggregate')),
     cfg.BoolOpt('query_placement_for_image_type_support', default=False,
                 help="Use placement to determine host support for the instance's image "
-                     'type.\n\nWould require the ``COMPUTE_IMAGE_TYPE_*`` trait of the '
-                     "image's disk format on the root provider."
-                     + _IGNORED_NOVA_FILTER.format(name='require_image_type_support')),
+                     'type.\n\nRequires the ``COMPUTE_IMAGE_TYPE_*`` trait of the '
+                     "image's disk format on the root provider (not for boot from volume)."
+                     + _HONOURED_BY.format(name='require_image_type_support')),
     cfg.BoolOpt('enable_isolated_aggregate_filtering', default=False,
                 help='Restrict use of aggregates to instances with matching metadata.\n\n'
-                     'Would forbid aggregates whose ``trait:*=required`` metadata the '
-                     'request does not ask for.'
-                     + _IGNORED_NOVA_FILTER.format(name='isolate_aggregates')),
+                     'Forbids aggregates whose ``trait:*=required`` metadata the request '
+                     'does not ask for.'
+                     + _HONOURED_BY.format(name='isolate_aggregates')),
     cfg.BoolOpt('image_metadata_prefilter', default=False,
                 help='Use placement to filter hosts based on image metadata.\n\n'
-                     'Would translate image properties into required root provider traits.'
-                     + _IGNORED_NOVA_FILTER.format(name='transform_image_metadata')),
+                     'Translates image properties (disk and CD-ROM bus, video, VIF and vIOMMU '
+                     'model, architecture, emulated architecture) into required root '
+                     'provider traits. A property whose trait os-traits does not know is '
+                     'left out with a warning; the others still count.'
+                     + _HONOURED_BY.format(name='transform_image_metadata')),
 ]
 
 service_opts = [
@@ -99,11 +124,15 @@ service_opts = [
                     'know. Alternates are always chosen from the cell of the selected '
                     'host.'),
     cfg.ListOpt('request_filters',
-                default=['map_az_to_placement_aggregate', 'compute_status_filter'],
+                default=DEFAULT_REQUEST_FILTERS,
                 help='Request filters run, in this order, on every request before Placement '
                      'is asked for candidates. Names of entry points in the '
                      '``placement_scheduler.request_filters`` group; an unknown name stops '
-                     'the service at start-up. Nova runs both defaults unconditionally.'),
+                     'the service at start-up. The default is Nova 34\'s list in Nova\'s '
+                     'order; the filters Nova gates on an option of this section do nothing '
+                     'while it is off. ``owner_nova_filter`` (require the ``OWNER_NOVA`` '
+                     'trait) is not in the default: Nova adds it only once every nova-compute '
+                     'runs Nova 34, which this service cannot check; add it then.'),
     cfg.IntOpt('max_instances_per_request', default=1000, min=1,
                help='The most instances one select_destinations call may ask for. A larger '
                     'request is refused with InvalidInput before any work is done.'),

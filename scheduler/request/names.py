@@ -21,6 +21,9 @@ _MAX_NAME_LENGTH = 255
 SUFFIX_PATTERN = r'[a-zA-Z0-9_-]{1,64}'
 _SUFFIX = re.compile(rf'^{SUFFIX_PATTERN}$')
 
+# Placement's largest inventory total or allocation (its db.MAX_INT).
+MAX_AMOUNT = 2**31 - 1
+
 _STANDARD_TRAITS = frozenset(os_traits.get_traits())
 _STANDARD_RESOURCE_CLASSES = frozenset(os_resource_classes.STANDARDS)
 
@@ -56,6 +59,12 @@ def amount(value: object, where: str) -> int:
         raise RequestTranslationError(f'{where}: amount {value!r} is not an integer')
     if number < 0:
         raise RequestTranslationError(f'{where}: amount {number} is negative')
+    if number > MAX_AMOUNT:
+        # Placement stores amounts as 32-bit integers; a larger one can never be
+        # satisfied, and one beyond 64 bits makes Placement fail with a 500.
+        raise RequestTranslationError(
+            f'{where}: amount {str(number)[:20]}{"..." if len(str(number)) > 20 else ""} is '
+            f'larger than Placement can hold ({MAX_AMOUNT})')
     return number
 
 

@@ -2,7 +2,8 @@
 
 Follows Nova 34's ``ResourceRequest.from_request_spec`` and
 ``resources_from_request_spec`` (reference/nova-scheduler.md section 3.3),
-with two deliberate differences:
+including the requirements derived from ``hw:*`` extra specs and image
+properties (:mod:`scheduler.request.derived`), with two deliberate differences:
 
 * Requests Nova would send malformed (Placement answers 400 and Nova turns
   that into an unexplained NoValidHost) raise RequestTranslationError here,
@@ -23,7 +24,7 @@ from typing import Any
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler.exceptions import RequestTranslationError
 from scheduler.objects.spec import ImageMetaProps, RequestGroup, RequestSpec
-from scheduler.request import cpu_policy, names
+from scheduler.request import cpu_policy, derived, names
 
 # Nova's key pattern: the prefixes are exactly ``resources`` and ``trait``
 # (singular), the optional suffix directly follows the prefix.
@@ -64,6 +65,31 @@ def build_query(spec: RequestSpec, *, limit: int | None, in_tree: str | None = N
                                   pinning_translate=pinning_translate)
 
 
+def all_required_traits(spec: RequestSpec) -> frozenset[str]:
+    """Every trait some request group of ``spec`` requires (Nova's
+    ``ResourceRequest.all_required_traits``: flavor ``trait*:`` specs of any group,
+    image ``traits_required``, the CPU thread policy, the derived hardware traits and
+    the ``requested_resources`` groups; not ``root_required``).
+
+    Raises RequestTranslationError when the request cannot be translated.
+    """
+    translation = _Translation(spec)
+    translation.request_groups(pinning_translate=True)
+    return frozenset(t for g in translation.query.groups for t in g.required_traits)
+
+
+def fallback_query_needed(translated: TranslatedRequest, conf: Any) -> bool:
+    """Whether Nova would also ask for VCPU-based candidates (its PCPU fallback query).
+
+    True when the request asked for pinned CPUs and ``[workarounds]
+    disable_fallback_pcpu_query`` is off. The caller then builds the query again
+    with ``build_query(..., pinning_translate=False)``, asks Placement, and adds
+    those allocation requests after the first query's ones (provider summaries
+    merged), as Nova does.
+    """
+    return translated.cpu_pinning_requested and not conf.workarounds.disable_fallback_pcpu_query
+
+
 class _Translation:
     """One translation; each step is one step of Nova's algorithm."""
 
@@ -83,13 +109,7 @@ class _Translation:
 
     def run(self, *, limit: int | None, in_tree: str | None,
             pinning_translate: bool) -> TranslatedRequest:
-        self._request_level_params()
-        self._flavor_extra_specs()
-        self._image_traits()
-        pinning_requested = self._pinning() if pinning_translate else False
-        self._requested_resources()
-        self._flavor_base_amounts()
-        self._strip_zeros_and_empty_groups()
+        pinning_requested = self.request_groups(pinning_translate=pinning_translate)
         self._destination()
         if in_tree is not None:
             self.unsuffixed.in_tree = names.uuid(in_tree, 'in_tree')
@@ -100,6 +120,19 @@ class _Translation:
         self._limit(limit)
         return TranslatedRequest(query=self.query, cpu_pinning_requested=pinning_requested,
                                  warnings=self.warnings, notes=self.notes)
+
+    def request_groups(self, *, pinning_translate: bool) -> bool:
+        """Nova's ``ResourceRequest.from_request_spec``: the groups, before the
+        destination and the request-wide rules; whether pinning was requested."""
+        self._request_level_params()
+        self._flavor_extra_specs()
+        self._image_traits()
+        pinning_requested = self._pinning() if pinning_translate else False
+        self._requested_resources()
+        self._flavor_base_amounts()
+        self._derived_requirements()
+        self._strip_zeros_and_empty_groups()
+        return pinning_requested
 
     # -- inputs ----------------------------------------------------------------
     def _request_level_params(self) -> None:
@@ -208,6 +241,18 @@ class _Translation:
                 disk += names.amount(flavor.root_gb, 'flavor root_gb')
             if disk:
                 group.resources['DISK_GB'] = disk
+
+    def _derived_requirements(self) -> None:
+        """Memory encryption, pmem, vTPM, PCI NUMA socket, secure boot, maxphysaddr,
+        stateless firmware: into the unsuffixed group, amounts replacing its own."""
+        requirements = derived.derived_requirements(self.spec.flavor, self.image_props)
+        group = self.unsuffixed
+        for rc, amount in requirements.resources.items():
+            where = ('flavor extra spec hw:pmem' if rc != derived.MEM_ENCRYPTION_CONTEXT
+                     else 'memory encryption')
+            group.resources[names.resource_class(rc, where)] = names.amount(amount, where)
+        group.required_traits |= requirements.required_traits
+        self.warnings.extend(requirements.warnings)
 
     def _strip_zeros_and_empty_groups(self) -> None:
         for group in self.query.groups:

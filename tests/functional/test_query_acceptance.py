@@ -6,8 +6,9 @@ microversion 1.36, in particular the rewrites of groups without resources
 rewrite changes the query's shape, the candidates show that its meaning is
 the intended one.
 
-The world: two compute nodes with a GPU child provider each, and one
-baremetal node.
+The world: two compute nodes with a GPU child provider each, one baremetal
+node, and one "confidential" node with every hardware capability trait and a
+memory encryption child provider (as Nova 34's libvirt driver reports SEV).
 
     cn1 (in AZ aggregate az1; AVX2, VIRTIO_PACKED, HYPERTHREADING, OWNER_NOVA)
       +- cn1-gpu  (VGPU; CUSTOM_NVIDIA_A16)
@@ -16,6 +17,10 @@ baremetal node.
       +- cn2-gpu  (VGPU; CUSTOM_NVIDIA_A16)
       +- cn2-nic  (SRIOV_NET_VF, NET_BW_EGR_KILOBIT_PER_SEC; CUSTOM_PHYSNET_PUBLIC)
     bm1 (CUSTOM_BAREMETAL_GOLD; OWNER_NOVA)
+    cn3 (no DISK_GB, so the cases above never find it; PMEM namespaces; vTPM, secure
+         boot, stateless firmware, maxphysaddr, PCI socket affinity and the request
+         filters' traits; OWNER_NOVA)
+      +- cn3_amd_sev (MEM_ENCRYPTION_CONTEXT; HW_CPU_X86_AMD_SEV)
 """
 from __future__ import annotations
 
@@ -26,8 +31,12 @@ from typing import Any
 
 import pytest
 import requests
+from oslo_config import cfg
 
-from scheduler.objects.spec import Destination, RequestGroup, RequestSpec
+from scheduler.catalog.catalog import HostCatalog
+from scheduler.conf import parse_args
+from scheduler.objects.spec import Aggregate, Destination, RequestGroup, RequestSpec
+from scheduler.request.filters import load_request_filters, run_request_filters
 from scheduler.request.translate import build_query
 from scheduler.simulate.embedded_placement import EmbeddedPlacement
 from tests.fixtures.request_specs import (
@@ -43,7 +52,23 @@ MICROVERSION = 'placement 1.36'
 CN1 = CN_UUID
 CN2 = str(uuid.uuid5(uuid.NAMESPACE_URL, 'cn2'))
 BM1 = str(uuid.uuid5(uuid.NAMESPACE_URL, 'bm1'))
-CUSTOM_TRAITS = ('CUSTOM_NVIDIA_A16', 'CUSTOM_PHYSNET_PUBLIC', 'CUSTOM_MAINTENANCE')
+CN3 = str(uuid.uuid5(uuid.NAMESPACE_URL, 'cn3'))
+CN3_SEV = str(uuid.uuid5(uuid.NAMESPACE_URL, 'cn3_amd_sev'))
+GPU_ONLY_AGG = str(uuid.uuid5(uuid.NAMESPACE_URL, 'gpu-only'))
+CUSTOM_TRAITS = ('CUSTOM_NVIDIA_A16', 'CUSTOM_PHYSNET_PUBLIC', 'CUSTOM_MAINTENANCE', 'CUSTOM_GPU')
+PMEM_CLASSES = ('CUSTOM_PMEM_NAMESPACE_4GB', 'CUSTOM_PMEM_NAMESPACE_SMALL')
+# What cn3 can do: the derived translations' traits and the request filters' traits.
+CN3_TRAITS = (
+    'OWNER_NOVA', 'COMPUTE_SECURITY_TPM_1_2', 'COMPUTE_SECURITY_TPM_2_0',
+    'COMPUTE_SECURITY_TPM_TIS', 'COMPUTE_SECURITY_TPM_CRB', 'COMPUTE_SECURITY_UEFI_SECURE_BOOT',
+    'COMPUTE_SECURITY_STATELESS_FIRMWARE', 'COMPUTE_ADDRESS_SPACE_PASSTHROUGH',
+    'COMPUTE_ADDRESS_SPACE_EMULATED', 'COMPUTE_SOCKET_PCI_NUMA_AFFINITY',
+    'HW_CPU_HYPERTHREADING', 'COMPUTE_ACCELERATORS', 'COMPUTE_NET_VIRTIO_PACKED',
+    'COMPUTE_REMOTE_MANAGED_PORTS', 'COMPUTE_EPHEMERAL_ENCRYPTION',
+    'COMPUTE_EPHEMERAL_ENCRYPTION_LUKS', 'COMPUTE_SOUND_MODEL_VIRTIO',
+    'COMPUTE_SECURITY_TPM_SECRET_SECURITY_USER', 'COMPUTE_IMAGE_TYPE_QCOW2',
+    'COMPUTE_STORAGE_BUS_VIRTIO', 'COMPUTE_GRAPHICS_MODEL_VIRTIO', 'COMPUTE_NET_VIF_MODEL_VIRTIO',
+    'HW_ARCH_X86_64', 'COMPUTE_VIOMMU_MODEL_INTEL')
 ALL_GRANULAR = {'resources:VCPU': '0', 'resources:MEMORY_MB': '0', 'resources:DISK_GB': '0',
                 'resources1:VGPU': '1'}
 
@@ -86,7 +111,8 @@ def api(embedded_placement: EmbeddedPlacement) -> Iterator[Api]:
     api = Api(embedded_placement.url)
     for trait in CUSTOM_TRAITS:
         api.call('PUT', f'/traits/{trait}')
-    api.call('PUT', '/resource_classes/CUSTOM_BAREMETAL_GOLD')
+    for resource_class in ('CUSTOM_BAREMETAL_GOLD', *PMEM_CLASSES):
+        api.call('PUT', f'/resource_classes/{resource_class}')
     compute = {'VCPU': 16, 'PCPU': 8, 'MEMORY_MB': 32768, 'DISK_GB': 1000}
     for name, rp_uuid, traits, aggs in (
             ('cn1', CN1, ('HW_CPU_X86_AVX2', 'COMPUTE_NET_VIRTIO_PACKED',
@@ -100,6 +126,12 @@ def api(embedded_placement: EmbeddedPlacement) -> Iterator[Api]:
                      inventories={'SRIOV_NET_VF': 8, 'NET_BW_EGR_KILOBIT_PER_SEC': 10000},
                      traits=('CUSTOM_PHYSNET_PUBLIC',))
     api.provider('bm1', BM1, inventories={'CUSTOM_BAREMETAL_GOLD': 1}, traits=('OWNER_NOVA',))
+    api.provider('cn3', CN3, inventories={'VCPU': 16, 'PCPU': 8, 'MEMORY_MB': 32768,
+                                          'CUSTOM_PMEM_NAMESPACE_4GB': 4,
+                                          'CUSTOM_PMEM_NAMESPACE_SMALL': 2},
+                 traits=CN3_TRAITS)
+    api.provider('cn3_amd_sev', CN3_SEV, parent=CN3, inventories={'MEM_ENCRYPTION_CONTEXT': 15},
+                 traits=('OWNER_NOVA', 'HW_CPU_X86_AMD_SEV'))
     yield api
     embedded_placement.wipe()
 
@@ -110,6 +142,13 @@ class Case:
     in_tree: str | None = None
     limit: int | None = LIMIT
     roots: frozenset[str] | None = None   # the root providers the candidates must come from
+
+
+def scheduler_conf(**options: Any) -> cfg.ConfigOpts:
+    conf = parse_args([], default_config_files=[])
+    for name, value in options.items():
+        conf.set_override(name, value, group='scheduler')
+    return conf
 
 
 def roots_of(response: requests.Response) -> frozenset[str]:
@@ -174,6 +213,53 @@ CASES = {
         roots=frozenset({CN1, CN2})),
     'a numbered group with a trait no provider has (no candidates)': Case(
         make_spec(extra_specs={'trait1:CUSTOM_MAINTENANCE': 'required'}), roots=frozenset()),
+    # Requirements derived from hw:* extra specs and image properties (reference 3.3 step 7).
+    # Boot from volume: no DISK_GB, so cn3 can be a candidate; only its traits make it one.
+    'memory encryption: a context from the SEV child, its trait there too': Case(
+        make_spec(is_bfv=True, extra_specs={'hw:mem_encryption': 'true'},
+                  image_props={'hw_firmware_type': 'uefi', 'hw_machine_type': 'q35'}),
+        roots=frozenset({CN3})),
+    'memory encryption asked by the image': Case(
+        make_spec(is_bfv=True, image_props={'hw_firmware_type': 'uefi',
+                                            'hw_mem_encryption': True}),
+        roots=frozenset({CN3})),
+    'persistent memory namespaces': Case(
+        make_spec(is_bfv=True, extra_specs={'hw:pmem': '4GB,4GB,SMALL'}), roots=frozenset({CN3})),
+    'vTPM 2.0 CRB': Case(
+        make_spec(is_bfv=True, extra_specs={'hw:tpm_version': '2.0', 'hw:tpm_model': 'tpm-crb'}),
+        roots=frozenset({CN3})),
+    'vTPM 1.2 from the image': Case(
+        make_spec(is_bfv=True, image_props={'hw_tpm_version': '1.2'}), roots=frozenset({CN3})),
+    'PCI NUMA affinity socket': Case(
+        make_spec(is_bfv=True, extra_specs={'hw:pci_numa_affinity_policy': 'socket'}),
+        roots=frozenset({CN3})),
+    'secure boot required': Case(
+        make_spec(is_bfv=True, image_props={'os_secure_boot': 'required'}),
+        roots=frozenset({CN3})),
+    'maxphysaddr passthrough': Case(
+        make_spec(is_bfv=True, extra_specs={'hw:maxphysaddr_mode': 'passthrough'}),
+        roots=frozenset({CN3})),
+    'maxphysaddr emulate': Case(
+        make_spec(is_bfv=True, image_props={'hw_maxphysaddr_mode': 'emulate'}),
+        roots=frozenset({CN3})),
+    'stateless firmware': Case(
+        make_spec(is_bfv=True, image_props={'hw_firmware_type': 'uefi',
+                                            'hw_firmware_stateless': True}),
+        roots=frozenset({CN3})),
+    'every hardware request at once, with pinned CPUs and a thread policy': Case(
+        make_spec(is_bfv=True,
+                  extra_specs={'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'require',
+                               'hw:emulator_threads_policy': 'isolate',
+                               'hw:mem_encryption': 'true', 'hw:pmem': 'SMALL',
+                               'hw:tpm_version': '2.0', 'hw:pci_numa_affinity_policy': 'socket',
+                               'os:secure_boot': 'required', 'hw:maxphysaddr_mode': 'emulate'},
+                  image_props={'hw_firmware_type': 'uefi', 'hw_firmware_stateless': True}),
+        roots=frozenset({CN3})),
+    'hardware traits with every resource in numbered groups go to root_required': Case(
+        make_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
+                               'resources:DISK_GB': '0', 'resources1:PCPU': '1',
+                               'hw:tpm_version': '2.0', 'os:secure_boot': 'required'}),
+        roots=frozenset({CN3})),
 }
 
 
@@ -212,3 +298,36 @@ def test_a_candidate_of_a_resourceless_group_query_can_be_claimed(api: Api) -> N
     allocations = api.call('GET', f'/allocations/{consumer}').json()['allocations']
     assert [a['resources'] for a in allocations.values()] == [{'VGPU': 1}]
     api.call('DELETE', f'/allocations/{consumer}', expect=(204,))
+
+
+def test_placement_accepts_the_query_after_every_request_filter_and_it_finds_the_capable_host(
+        api: Api) -> None:
+    # Every Nova request filter with every option on (but routed networks: the spec names
+    # none), on a spec asking for everything a trait filter reacts to.
+    catalog = HostCatalog(default_cell_uuid=str(uuid.uuid4()))
+    catalog.update_aggregates([Aggregate(id=1, uuid=GPU_ONLY_AGG, name='gpu-only', hosts=['cn1'],
+                                         metadata={'trait:CUSTOM_GPU': 'required'})])
+    conf = scheduler_conf(query_placement_for_image_type_support=True,
+                          enable_isolated_aggregate_filtering=True, image_metadata_prefilter=True)
+    spec = make_spec(
+        is_bfv=False, root_gb=0, root_required=(), root_forbidden=(),
+        extra_specs={'accel:device_profile': 'fpga', 'hw:virtio_packed_ring': 'true',
+                     'hw:ephemeral_encryption': 'true', 'hw:ephemeral_encryption_format': 'luks',
+                     'hw:sound_model': 'virtio', 'hw:tpm_version': '2.0'},
+        image_props={'hw_disk_bus': 'virtio', 'hw_video_model': 'virtio',
+                     'hw_vif_model': 'virtio', 'hw_architecture': 'x86_64',
+                     'hw_viommu_model': 'intel'})
+    spec.image.disk_format = 'qcow2'
+    spec.project_id = str(uuid.uuid4())
+    spec.pci_requests = {'nova_object.data': {'requests': [{'nova_object.data': {
+        'count': 1, 'alias_name': None, 'request_id': str(uuid.uuid4()),
+        'spec': [{'remote_managed': 'True'}]}}]}}
+    filters = load_request_filters([*conf.scheduler.request_filters, 'owner_nova_filter'])
+    run_request_filters(filters, spec, catalog, conf)
+    query = build_query(spec, limit=LIMIT).query
+
+    response = api.candidates(query.to_querystring())
+
+    assert response.status_code == 200, (query.describe(), response.text)
+    assert ('member_of', f'!in:{GPU_ONLY_AGG}') in query.to_params()
+    assert roots_of(response) == frozenset({CN3}), query.describe()

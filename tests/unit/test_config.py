@@ -108,6 +108,8 @@ NOVA_OPTIONS = [
      'Default weight for unavailable metrics.'),
     ('metrics', 'weight_setting', 'ListOpt', [], None, None,
      'Mapping of metric to weight modifier.'),
+    ('workarounds', 'disable_fallback_pcpu_query', 'BoolOpt', False, None, None,
+     'Disable fallback request for VCPU allocations when using pinned instances.'),
 ]
 
 NOVA_ARCHITECTURES = [
@@ -229,12 +231,20 @@ def test_placement_has_novas_keystoneauth_options_and_defaults():
 def test_nova_scheduler_options_this_service_ignores_say_so_in_their_help():
     options = our_options()
     assert 'ignored' in options[('scheduler', 'discover_hosts_in_cells_interval')].help
-    for name in ('query_placement_for_routed_network_aggregates',
-                 'limit_tenants_to_placement_aggregate',
-                 'placement_aggregate_required_for_tenants',
-                 'query_placement_for_image_type_support',
-                 'enable_isolated_aggregate_filtering', 'image_metadata_prefilter'):
-        assert 'has no effect' in options[('scheduler', name)].help, name
+
+
+@pytest.mark.parametrize('name, request_filter', [
+    ('query_placement_for_routed_network_aggregates', 'routed_networks_filter'),
+    ('limit_tenants_to_placement_aggregate', 'require_tenant_aggregate'),
+    ('placement_aggregate_required_for_tenants', 'require_tenant_aggregate'),
+    ('query_placement_for_image_type_support', 'require_image_type_support'),
+    ('enable_isolated_aggregate_filtering', 'isolate_aggregates'),
+    ('image_metadata_prefilter', 'transform_image_metadata'),
+])
+def test_nova_request_filter_options_name_the_filter_that_honours_them(name, request_filter):
+    help_text = our_options()[('scheduler', name)].help
+    assert f'Honoured by the request filter ``{request_filter}``' in help_text
+    assert request_filter in parse().scheduler.request_filters
 
 
 # Our own options ------------------------------------------------------------------------
@@ -243,7 +253,13 @@ def test_our_scheduler_options_have_their_documented_defaults():
     s = parse().scheduler
     assert s.hosts_file is None
     assert s.default_cell_uuid == '00000000-0000-0000-0000-000000000001'
-    assert s.request_filters == ['map_az_to_placement_aggregate', 'compute_status_filter']
+    # Nova's request filters in Nova's order, but owner_nova_filter (see its help).
+    assert s.request_filters == [
+        'require_tenant_aggregate', 'map_az_to_placement_aggregate', 'require_image_type_support',
+        'compute_status_filter', 'isolate_aggregates', 'transform_image_metadata',
+        'accelerators_filter', 'packed_virtqueue_filter', 'routed_networks_filter',
+        'remote_managed_ports_filter', 'ephemeral_encryption_filter', 'virtio_sound_filter',
+        'tpm_secret_security_filter']
     assert (s.max_instances_per_request, s.max_string_length, s.max_extra_specs,
             s.max_nesting_depth) == (1000, 4096, 256, 32)
     assert (s.claim_max_retries, s.claim_retry_delay, s.cleanup_retry_interval) == (4, 0.2, 5.0)

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.exceptions import PluginNotFound, RequestFilterFailed
+from scheduler.catalog.catalog import HostCatalog
+from scheduler.exceptions import (
+    InvalidInput,
+    PluginNotFound,
+    RequestFilterFailed,
+    RequestTranslationError,
+)
 from scheduler.objects.spec import Aggregate, Destination, Flavor, RequestSpec
 from scheduler.request import filters
 from scheduler.request.filters import (
@@ -13,6 +19,15 @@ from scheduler.request.filters import (
     run_request_filters,
 )
 from scheduler.request.translate import build_query
+from tests.unit.builders import make_conf
+
+# Nova 34's ALL_REQUEST_FILTERS, in its order (reference section 3.2).
+NOVA_REQUEST_FILTERS = [
+    'require_tenant_aggregate', 'map_az_to_placement_aggregate', 'require_image_type_support',
+    'compute_status_filter', 'isolate_aggregates', 'transform_image_metadata',
+    'accelerators_filter', 'packed_virtqueue_filter', 'routed_networks_filter',
+    'remote_managed_ports_filter', 'ephemeral_encryption_filter', 'virtio_sound_filter',
+    'tpm_secret_security_filter', 'owner_nova_filter']
 
 AZ1_A = '6a9e3c84-1c4f-4f5e-9a43-3f0c4f1d2a01'
 AZ1_B = '0b7f3d2e-8c1a-4e5f-9b6a-7c8d9e0f1a22'
@@ -41,8 +56,12 @@ CATALOG = Catalog(
 )
 
 
-def spec(**kwargs) -> RequestSpec:
-    return RequestSpec(flavor=Flavor(vcpus=4, memory_mb=4096, root_gb=40), **kwargs)
+CELL = '00000000-0000-4000-8000-00000000ce11'
+
+
+def spec(*, extra_specs: dict[str, str] | None = None, **kwargs) -> RequestSpec:
+    return RequestSpec(flavor=Flavor(vcpus=4, memory_mb=4096, root_gb=40,
+                                     extra_specs=dict(extra_specs or {})), **kwargs)
 
 
 # -- compute_status_filter ---------------------------------------------------------------------
@@ -139,11 +158,11 @@ def test_filters_are_loaded_by_entry_point_name_in_the_order_given() -> None:
 
 def test_an_unknown_filter_name_names_the_option_and_the_available_filters() -> None:
     with pytest.raises(PluginNotFound) as info:
-        load_request_filters(['compute_status_filter', 'require_tenant_aggregate'])
+        load_request_filters(['compute_status_filter', 'require_tenant_aggregates'])
 
     message = str(info.value)
     assert filters.OPTION in message
-    assert "'require_tenant_aggregate'" in message
+    assert "'require_tenant_aggregates'" in message
     assert 'compute_status_filter' in message.split('available:')[1]
     assert 'map_az_to_placement_aggregate' in message.split('available:')[1]
 
@@ -158,3 +177,45 @@ def test_filtered_spec_translates_to_the_az_row_of_nova() -> None:
     assert query.describe() == (
         f'limit=1000&member_of=in:{AZ2}&resources=DISK_GB:40,MEMORY_MB:4096,VCPU:4'
         f'&root_required=!COMPUTE_STATUS_DISABLED')
+
+
+def test_every_nova_request_filter_is_a_plugin_of_the_same_name() -> None:
+    loaded = load_request_filters(NOVA_REQUEST_FILTERS)
+
+    assert [f.__name__ for f in loaded] == NOVA_REQUEST_FILTERS
+
+
+def test_the_default_list_is_novas_order_without_owner_nova_filter() -> None:
+    assert make_conf().scheduler.request_filters == NOVA_REQUEST_FILTERS[:-1]
+
+
+def test_a_filter_that_finds_a_contradiction_is_refused_as_invalid_input_naming_it() -> None:
+    def contradiction(spec, catalog, conf) -> bool:
+        raise RequestTranslationError('the flavor says yes, the image says no')
+
+    with pytest.raises(InvalidInput) as info:
+        run_request_filters([contradiction], spec(), CATALOG, None)
+
+    assert info.value.reason == ('request filter contradiction: the flavor says yes, '
+                                 'the image says no')
+
+
+def test_every_default_filter_with_every_option_on_handles_a_spec_without_an_image() -> None:
+    # Nova crashes on image=None in several of them (reference 8.10).
+    conf = make_conf(scheduler={
+        'limit_tenants_to_placement_aggregate': True,
+        'query_placement_for_image_type_support': True,
+        'enable_isolated_aggregate_filtering': True, 'image_metadata_prefilter': True,
+        'query_placement_for_routed_network_aggregates': True})
+    s = spec(extra_specs={'hw:tpm_version': '2.0', 'hw:virtio_packed_ring': 'true',
+                          'hw:sound_model': 'virtio'})
+    assert s.image is None
+
+    acted = run_request_filters(load_request_filters(conf.scheduler.request_filters), s,
+                                HostCatalog(default_cell_uuid=CELL), conf)
+
+    assert acted == ['compute_status_filter', 'packed_virtqueue_filter', 'virtio_sound_filter',
+                     'tpm_secret_security_filter']
+    assert s.request_level_params.root_required == {
+        'COMPUTE_NET_VIRTIO_PACKED', 'COMPUTE_SOUND_MODEL_VIRTIO',
+        'COMPUTE_SECURITY_TPM_SECRET_SECURITY_USER'}

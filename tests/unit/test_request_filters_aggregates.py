@@ -1,0 +1,244 @@
+"""Request filters that read aggregate metadata from the HostCatalog (reference 3.2 rows 1, 5, 9).
+
+The catalog is the real HostCatalog, fed as Nova feeds it: update_aggregates and
+delete_aggregate casts.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from scheduler.catalog.catalog import HostCatalog
+from scheduler.exceptions import RequestFilterFailed
+from scheduler.objects.spec import Destination, Flavor, ImageMeta, ImageMetaProps, RequestSpec
+from scheduler.request.aggregate_filters import isolate_aggregates, require_tenant_aggregate
+from scheduler.request.routed_networks import routed_networks_filter
+from scheduler.request.translate import build_query
+from tests.unit.builders import make_aggregate, make_conf
+
+CELL = '00000000-0000-4000-8000-00000000ce11'
+PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
+OTHER_PROJECT = 'b5e2d1ef6c7f4b9a8b2c3d4e5f607182'
+NETWORK = 'f0e1d2c3-b4a5-4968-8776-a5b4c3d2e1f0'
+PORT = '9b2c1d0e-3f4a-4b5c-8d6e-7f8091a2b3c4'
+SEGMENT_A = '11111111-2222-4333-8444-555555555555'
+SEGMENT_B = '66666666-7777-4888-8999-aaaaaaaaaaaa'
+
+TENANT_1 = make_aggregate('tenant-1', id=1, metadata={'filter_tenant_id': PROJECT})
+TENANT_2 = make_aggregate('tenant-2', id=2, metadata={'filter_tenant_id2': PROJECT,
+                                                       'filter_tenant_id': OTHER_PROJECT})
+TENANT_LIST = make_aggregate('tenant-list', id=3,
+                             metadata={'filter_tenant_id': f'{PROJECT},{OTHER_PROJECT}'})
+NOT_A_TENANT_KEY = make_aggregate('owner', id=4, metadata={'owner': PROJECT})
+GPU_ONLY = make_aggregate('gpu-only', id=5, metadata={'trait:CUSTOM_GPU': 'required'})
+SGX_ONLY = make_aggregate('sgx-only', id=6, metadata={'trait:HW_CPU_X86_SGX': 'required',
+                                                      'trait:CUSTOM_GPU': 'required'})
+PREFERRED = make_aggregate('preferred', id=7, metadata={'trait:CUSTOM_GPU': 'preferred'})
+SEGMENT_A_AGG = make_aggregate(f'Neutron segment id {SEGMENT_A}', id=8)
+SEGMENT_B_AGG = make_aggregate(f'Neutron segment id {SEGMENT_B}', id=9)
+
+
+def catalog(*aggregates) -> HostCatalog:
+    c = HostCatalog(default_cell_uuid=CELL)
+    c.update_aggregates(list(aggregates))
+    return c
+
+
+def spec(*, extra_specs: dict[str, str] | None = None, traits_required: Sequence[str] = (),
+         project_id: str = PROJECT, **fields) -> RequestSpec:
+    return RequestSpec(
+        flavor=Flavor(vcpus=2, memory_mb=2048, root_gb=20, extra_specs=dict(extra_specs or {})),
+        image=ImageMeta(properties=ImageMetaProps(traits_required=list(traits_required))),
+        project_id=project_id, **fields)
+
+
+# -- require_tenant_aggregate ------------------------------------------------------------------
+TENANT = make_conf(scheduler={'limit_tenants_to_placement_aggregate': True})
+TENANT_REQUIRED = make_conf(scheduler={'limit_tenants_to_placement_aggregate': True,
+                                       'placement_aggregate_required_for_tenants': True})
+
+
+def test_a_tenant_is_kept_to_the_aggregates_whose_filter_tenant_id_keys_name_it() -> None:
+    s = spec()
+
+    acted = require_tenant_aggregate(
+        s, catalog(TENANT_1, TENANT_2, TENANT_LIST, NOT_A_TENANT_KEY), TENANT)
+
+    assert acted is True
+    # One OR-set: any key starting filter_tenant_id whose value is the project id,
+    # as Nova's API-DB query; a comma-separated list is not the project id.
+    assert s.requested_destination.aggregates == [
+        ','.join(sorted([TENANT_1.uuid, TENANT_2.uuid]))]
+
+
+def test_the_tenant_constraint_is_anded_with_the_az_one() -> None:
+    s = spec(requested_destination=Destination(aggregates=[SGX_ONLY.uuid]))
+
+    require_tenant_aggregate(s, catalog(TENANT_1), TENANT)
+
+    assert s.requested_destination.aggregates == [SGX_ONLY.uuid, TENANT_1.uuid]
+
+
+def test_a_tenant_no_aggregate_names_is_unconstrained_by_default() -> None:
+    s = spec(project_id='c0ffee00c0ffee00c0ffee00c0ffee00')
+
+    assert require_tenant_aggregate(s, catalog(TENANT_1), TENANT) is False
+    assert s.requested_destination is None
+
+
+def test_a_tenant_no_aggregate_names_gets_no_host_when_aggregates_are_required() -> None:
+    s = spec(project_id='c0ffee00c0ffee00c0ffee00c0ffee00')
+
+    with pytest.raises(RequestFilterFailed, match='^No hosts available for tenant$'):
+        require_tenant_aggregate(s, catalog(TENANT_1), TENANT_REQUIRED)
+
+
+def test_the_tenant_filter_is_off_by_default_even_with_required_set() -> None:
+    s = spec(project_id='c0ffee00c0ffee00c0ffee00c0ffee00')
+
+    assert require_tenant_aggregate(s, catalog(TENANT_1), make_conf(
+        scheduler={'placement_aggregate_required_for_tenants': True})) is False
+    assert require_tenant_aggregate(s, catalog(TENANT_1), None) is False
+
+
+def test_an_aggregate_deleted_by_a_cast_no_longer_admits_the_tenant() -> None:
+    c = catalog(TENANT_1, TENANT_2)
+    c.delete_aggregate(TENANT_1)
+    s = spec()
+
+    require_tenant_aggregate(s, c, TENANT)
+
+    assert s.requested_destination.aggregates == [TENANT_2.uuid]
+
+
+# -- isolate_aggregates ------------------------------------------------------------------------
+ISOLATE = make_conf(scheduler={'enable_isolated_aggregate_filtering': True})
+
+ISOLATION_ROWS = {
+    'a request asking no trait is kept out of every trait-reserved aggregate':
+        (spec(), {GPU_ONLY.uuid, SGX_ONLY.uuid}),
+    'a flavor trait opens the aggregate that requires only it':
+        (spec(extra_specs={'trait:CUSTOM_GPU': 'required'}), {SGX_ONLY.uuid}),
+    'a trait of a numbered group counts too':
+        (spec(extra_specs={'resources1:VGPU': '1', 'trait1:CUSTOM_GPU': 'required'}),
+         {SGX_ONLY.uuid}),
+    'an image traits_required counts':
+        (spec(traits_required=['CUSTOM_GPU']), {SGX_ONLY.uuid}),
+    'every reserved trait requested: no aggregate is forbidden':
+        (spec(extra_specs={'trait:CUSTOM_GPU': 'required', 'trait:HW_CPU_X86_SGX': 'required'}),
+         set()),
+    'a forbidden trait does not open an aggregate':
+        (spec(extra_specs={'trait:CUSTOM_GPU': 'forbidden'}), {GPU_ONLY.uuid, SGX_ONLY.uuid}),
+}
+
+
+@pytest.mark.parametrize('s, forbidden', ISOLATION_ROWS.values(), ids=ISOLATION_ROWS.keys())
+def test_aggregates_reserved_for_traits_the_request_lacks_are_forbidden(
+        s: RequestSpec, forbidden: set[str]) -> None:
+    acted = isolate_aggregates(s, catalog(GPU_ONLY, SGX_ONLY, PREFERRED, TENANT_1), ISOLATE)
+
+    assert acted is bool(forbidden)
+    destination = s.requested_destination
+    assert (destination.forbidden_aggregates if destination else set()) == forbidden
+
+
+def test_root_required_traits_do_not_open_an_aggregate_as_in_nova() -> None:
+    s = spec()
+    s.request_level_params.root_required.add('CUSTOM_GPU')
+
+    isolate_aggregates(s, catalog(GPU_ONLY), ISOLATE)
+
+    assert s.requested_destination.forbidden_aggregates == {GPU_ONLY.uuid}
+
+
+def test_isolation_is_off_by_default() -> None:
+    s = spec()
+
+    assert isolate_aggregates(s, catalog(GPU_ONLY), make_conf()) is False
+    assert s.requested_destination is None
+
+
+def test_isolated_aggregates_end_up_as_forbidden_member_of_in_the_query() -> None:
+    s = spec()
+    isolate_aggregates(s, catalog(GPU_ONLY), ISOLATE)
+
+    params = build_query(s, limit=None).query.to_params()
+
+    assert ('member_of', f'!in:{GPU_ONLY.uuid}') in params
+
+
+# -- routed_networks_filter --------------------------------------------------------------------
+ROUTED = make_conf(scheduler={'query_placement_for_routed_network_aggregates': True})
+
+
+class SegmentAwareCatalog(HostCatalog):
+    """A HostCatalog that can also name the segments of networks (a source the
+    HostCatalog does not have today; the filter uses it when a catalog offers it)."""
+
+    def __init__(self, segments: dict[str, list[str]]):
+        super().__init__(default_cell_uuid=CELL)
+        self.segments = segments
+
+    def network_segments(self, network_id: str) -> list[str]:
+        return self.segments.get(network_id, [])
+
+
+def test_routed_networks_are_off_by_default() -> None:
+    s = spec(requested_networks=[{'network_id': NETWORK}])
+
+    assert routed_networks_filter(s, catalog(), make_conf()) is False
+    assert s.requested_destination is None
+
+
+def test_with_the_option_on_a_request_without_networks_is_unconstrained() -> None:
+    for networks in ([], [{'network_id': 'auto'}], [{'network_id': 'none'}], [{}]):
+        s = spec(requested_networks=networks)
+        assert routed_networks_filter(s, catalog(), ROUTED) is False, networks
+        assert s.requested_destination is None
+
+
+@pytest.mark.parametrize('request_, named', [
+    ({'network_id': NETWORK}, f'network {NETWORK}'),
+    ({'port_id': PORT}, f'port {PORT}'),
+    ({'port_id': PORT, 'network_id': NETWORK}, f'port {PORT}'),
+])
+def test_with_the_option_on_a_network_whose_segments_need_neutron_fails_and_says_so(
+        request_: dict, named: str) -> None:
+    s = spec(requested_networks=[request_])
+
+    with pytest.raises(RequestFilterFailed) as info:
+        routed_networks_filter(s, catalog(SEGMENT_A_AGG), ROUTED)
+
+    message = str(info.value)
+    assert named in message
+    assert 'known only to Neutron' in message
+    assert 'query_placement_for_routed_network_aggregates' in message
+
+
+def test_segments_a_catalog_can_name_become_their_aggregates_one_or_set_per_network() -> None:
+    other_network = 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee'
+    c = SegmentAwareCatalog({NETWORK: [SEGMENT_A, SEGMENT_B], other_network: [SEGMENT_B]})
+    c.update_aggregates([SEGMENT_A_AGG, SEGMENT_B_AGG, TENANT_1])
+    s = spec(requested_networks=[{'network_id': NETWORK}, {'network_id': other_network}])
+
+    assert routed_networks_filter(s, c, ROUTED) is True
+
+    assert s.requested_destination.aggregates == [
+        ','.join(sorted([SEGMENT_A_AGG.uuid, SEGMENT_B_AGG.uuid])), SEGMENT_B_AGG.uuid]
+
+
+def test_a_network_without_segments_is_not_routed_and_adds_nothing() -> None:
+    s = spec(requested_networks=[{'network_id': NETWORK}])
+
+    assert routed_networks_filter(s, SegmentAwareCatalog({}), ROUTED) is False
+    assert s.requested_destination is None
+
+
+def test_a_segment_without_its_aggregate_fails_the_request_naming_the_segment() -> None:
+    c = SegmentAwareCatalog({NETWORK: [SEGMENT_A, SEGMENT_B]})
+    c.update_aggregates([SEGMENT_A_AGG])
+
+    with pytest.raises(RequestFilterFailed, match=f'Aggregates not found for the segment '
+                                                  f'{SEGMENT_B}'):
+        routed_networks_filter(spec(requested_networks=[{'network_id': NETWORK}]), c, ROUTED)
