@@ -40,7 +40,9 @@ from placement_client.models import (
     AllocationRequest,
     Candidates,
     ConsumerAllocations,
+    ProviderSummary,
     ResourceProvider,
+    ResourceUsage,
 )
 from placement_client.query import AllocationCandidatesQuery
 from scheduler.conf.placement import GROUP
@@ -394,6 +396,36 @@ class PlacementClient:
                              parent_provider_uuid=rp.get('parent_provider_uuid'))
             for rp in _json(response)['resource_providers']
         ]
+
+    def get_provider_summaries(self, root_uuid: str, *,
+                               request_id: str | None = None) -> dict[str, ProviderSummary]:
+        """Summaries of every provider in the tree rooted at ``root_uuid``, as
+        ``GET /allocation_candidates`` would report them, read from each
+        provider's inventories, usages and traits; {} for an unknown root.
+
+        For callers that must not ask for candidates (a rebuild check). Capacity
+        is ``int((total - reserved) * allocation_ratio)``, Placement's own formula.
+        """
+        summaries: dict[str, ProviderSummary] = {}
+        for rp in self.get_resource_providers(in_tree=root_uuid, request_id=request_id):
+            base = f'/resource_providers/{rp.uuid}'
+            inventories = self._get_json(f'{base}/inventories', request_id)['inventories']
+            usages = self._get_json(f'{base}/usages', request_id)['usages']
+            traits = self._get_json(f'{base}/traits', request_id)['traits']
+            summaries[rp.uuid] = ProviderSummary(
+                uuid=rp.uuid, root_provider_uuid=rp.root_provider_uuid,
+                parent_provider_uuid=rp.parent_provider_uuid,
+                resources={rc: ResourceUsage(
+                    int((inv['total'] - inv.get('reserved', 0)) * inv.get('allocation_ratio', 1.0)),
+                    int(usages.get(rc, 0))) for rc, inv in inventories.items()},
+                traits=frozenset(traits))
+        return summaries
+
+    def _get_json(self, url: str, request_id: str | None) -> Mapping[str, Any]:
+        response = self.request('GET', url, microversion=MIN_MICROVERSION, request_id=request_id)
+        if response.status_code != 200:
+            raise error_from_response(response, method='GET', url=url)
+        return _json(response)
 
 
 # ----------------------------------------------------------------- helpers

@@ -74,6 +74,11 @@ class RequestContext:
         })
         return values
 
+    def get_logging_values(self) -> dict[str, Any]:
+        """What oslo.log's ContextFormatter asks a context for; without this it
+        would fall back to to_dict(), token included."""
+        return self.to_log_dict()
+
     def to_log_dict(self) -> dict[str, Any]:
         """What oslo.log may print: the ids, never the token."""
         return {'request_id': self.request_id, 'global_request_id': self.global_request_id,

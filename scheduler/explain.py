@@ -82,8 +82,9 @@ def failure_reason(trace: RequestTrace) -> str:
     failed = next((a for a in trace.attempts if a.claimed_host is None), None)
     if failed is None:
         return _bounded('There are not enough hosts available.')
-    of = (f'instance {failed.index + 1} of {trace.num_instances}: '
-          if trace.num_instances > 1 else '')
+    which = (f'instance {failed.index + 1} of {trace.num_instances}'
+             if trace.num_instances > 1 else '')
+    of = f'{which}: ' if which else ''
     prefix = ''
     if trace.prefilter_removed:
         prefix = ', '.join(f'{why}: {n}' for why, n in trace.prefilter_removed.items()) + '; '
@@ -91,7 +92,7 @@ def failure_reason(trace: RequestTrace) -> str:
         # Like Nova, a host filtered out for one instance is not reconsidered for
         # the next; count from the first instance so the numbers add up.
         total = trace.attempts[0].hosts_in
-        head = f'0/{total} hosts available for {of}'.rstrip(': ')
+        head = f'0/{total} hosts available' + (f' for {which}' if which else '')
         earlier = total - failed.hosts_in
         if earlier:
             prefix += f'{earlier} excluded for earlier instances of this request; '

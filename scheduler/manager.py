@@ -4,45 +4,64 @@ request filters -> Placement query -> candidates -> host states -> per
 instance: filters, weighers, ordering, claim -> alternates -> Selections.
 Pure steps live in their own modules; this one sequences them and owns the
 I/O (Placement) and the all-or-nothing rule: if any instance cannot be
-placed, every allocation this request made is removed before NoValidHost is
-raised.
+placed, every claim this request made is undone before NoValidHost is
+raised (a created consumer is deleted, a moved one gets its previous
+allocations back).
+
+A rebuild check (``_nova_check_type == ['rebuild']``) asks Placement for no
+candidates and claims nothing, as in Nova: the instance keeps the
+allocations it holds on its own host, and a host that is full because of
+that very instance must still pass. Its host state is read from the forced
+host's provider tree (inventories, usages, traits) instead, the way Nova
+reads its compute node row.
 """
 from __future__ import annotations
 
 import copy
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from oslo_config import cfg
 
 from placement_client import exceptions as pexc
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
-from placement_client.models import AllocationRequest, Candidates
+from placement_client.models import AllocationRequest, Candidates, ConsumerAllocations
 from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
-from scheduler import explain
+from scheduler import explain, group_claims
 from scheduler.context import RequestContext
+from scheduler.exceptions import FilterError, WeigherError
 from scheduler.filters.handler import apply_filters
 from scheduler.host_state import HostState, build_host_states
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.request.filters import run_request_filters
-from scheduler.request.translate import build_query
+from scheduler.request.translate import build_query, fallback_query_needed
 from scheduler.selection import first_fitting, order_hosts, pick_alternates, prefilter_hosts
-from scheduler.weights.base import weigh_hosts
+from scheduler.weights.base import Exclusion, weigh_hosts
 
 LOG = logging.getLogger(__name__)
+T = TypeVar('T')
 
 # Above this many unknown providers one full listing is cheaper than lookups.
 _MAX_SINGLE_LOOKUPS = 20
+# The most forced/requested host and node names a rebuild check may name: each
+# costs Placement lookups, and Nova's conductor sends one of each.
+_MAX_REBUILD_NAMES = 10
+
+NOVA_CHECK_TYPE = '_nova_check_type'
 
 
 @dataclass
 class _Placed:
-    instance_uuid: str
+    instance_uuid: str | None
     host: HostState
     alloc_req: AllocationRequest | None
+    #: the claim made for the instance; None when nothing was claimed
+    claim: claims_mod.Claim | None = None
 
 
 class SchedulerManager:
@@ -61,32 +80,56 @@ class SchedulerManager:
             retry_delay=conf.scheduler.claim_retry_delay, rng=self.rng)
         self.cleanups = cleanups or claims_mod.PendingCleanups(
             placement, interval=conf.scheduler.cleanup_retry_interval)
+        # Placement knows nothing of server groups: concurrent requests of one
+        # anti-affinity group are arbitrated after the claim (doc/reliability.md).
+        self.group_check = group_claims.GroupClaimCheck(placement, self.cleanups)
 
     # ------------------------------------------------------------------ request
     def select_destinations(self, context: RequestContext, spec: RequestSpec,
                             instance_uuids: list[str] | None, *, return_objects: bool = True,
-                            return_alternates: bool = False) -> list[list[Selection]]:
-        """Choose and claim a host per instance; raise NoValidHost with the reason."""
-        if spec.is_rebuild_check:
-            raise exc.InvalidInput(reason='rebuild checks (_nova_check_type=rebuild) are not '
-                                          'supported by this scheduler release')
+                            return_alternates: bool = False,
+                            finish: Callable[[list[list[Selection]]], T] | None = None) -> T:
+        """Choose and claim a host per instance; raise NoValidHost with the reason.
+
+        Without ``instance_uuids`` (RPC 4.0-4.3 callers) and for a rebuild
+        check nothing is claimed and every Selection carries ``"null"``.
+        ``finish`` turns the Selections into the answer (the RPC endpoint
+        encodes them); it runs before the claims are final, so an answer that
+        cannot be built undoes them too.
+        """
         # Request filters and consumption mutate the spec; the caller's stays intact.
         spec = copy.deepcopy(spec)
-        claim = instance_uuids is not None
-        uuids = list(instance_uuids) if claim else [None] * max(spec.num_instances, 1)
+        given = instance_uuids is not None
+        uuids = list(instance_uuids) if given else [None] * max(spec.num_instances, 1)
         trace = explain.RequestTrace(num_instances=len(uuids))
         try:
-            placed, remaining = self._schedule(context, spec, uuids, claim=claim, trace=trace)
+            if spec.is_rebuild_check:
+                placed, remaining = self._rebuild_check(context, spec, uuids, trace=trace)
+            else:
+                placed, remaining = self._schedule(context, spec, uuids, claim=given,
+                                                   trace=trace)
         except exc.NoValidHost as nvh:
             for line in explain.log_lines(trace):
                 LOG.info('request %s: %s', context.request_id, line)
             LOG.info('request %s: NoValidHost: %s', context.request_id, nvh.reason)
             raise
+        except (FilterError, WeigherError) as e:
+            raise _plugin_failure(e) from e
         for line in explain.log_lines(trace):
             LOG.debug('request %s: %s', context.request_id, line)
         num_alts = self.conf.scheduler.max_attempts - 1 if (
             return_alternates and return_objects) else 0
-        return self._selections(spec, placed, remaining, num_alts)
+        try:
+            selections = self._selections(spec, placed, remaining, num_alts)
+            return finish(selections) if finish is not None else selections
+        except Exception as e:
+            # Choosing alternates runs the filters and weighers once more, and the
+            # answer still has to be encoded: if either fails, the claims already
+            # made must not leak.
+            self._rollback(context, placed)
+            if isinstance(e, (FilterError, WeigherError)):
+                raise _plugin_failure(e) from e
+            raise
 
     def _schedule(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
                   *, claim: bool,
@@ -113,6 +156,9 @@ class SchedulerManager:
         trace.limit = translated.query.limit
 
         candidates = self._allocation_candidates(context, translated.query, trace)
+        if fallback_query_needed(translated, self.conf):
+            candidates = self._with_fallback(context, spec, candidates, limit=limit,
+                                             in_tree=in_tree, trace=trace)
         trace.candidates = len(candidates.allocation_requests)
         if not candidates.allocation_requests:
             raise exc.NoValidHost(reason=explain.no_candidates_reason(trace))
@@ -122,26 +168,49 @@ class SchedulerManager:
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
 
+        return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
+
+    def _rebuild_check(self, context: RequestContext, spec: RequestSpec,
+                       uuids: list[str | None],
+                       *, trace: explain.RequestTrace) -> tuple[list[_Placed], list[HostState]]:
+        """Nova's rebuild check: may the instance stay on its (forced) host?
+
+        No request filters, no candidates, no claim; only the filters with
+        RUN_ON_REBUILD run (Nova runs them because ``_nova_check_type`` is set,
+        although the host is forced).
+        """
+        trace.query = 'none: a rebuild check asks Placement for no candidates'
+        hosts = self._rebuild_host_states(context, spec)
+        trace.hosts = len(hosts)
+        hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
+        return self._place_each(context, spec, uuids, hosts, trace=trace, claim=False,
+                                rebuild=True)
+
+    def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
+                    hosts: list[HostState], *, trace: explain.RequestTrace, claim: bool,
+                    rebuild: bool = False) -> tuple[list[_Placed], list[HostState]]:
         placed: list[_Placed] = []
         try:
             for index, instance_uuid in enumerate(uuids):
                 spec.instance_uuid = instance_uuid
                 attempt = trace.new_attempt(index, len(hosts))
-                ordered = self._sorted_hosts(spec, hosts, index, attempt)
+                ordered = self._sorted_hosts(spec, hosts, index, attempt, rebuild=rebuild)
                 # Nova: hosts filtered out for one instance are not reconsidered for the next.
                 hosts = ordered
-                chosen = self._claim_first(context, spec, ordered, instance_uuid, attempt,
-                                           claim=claim)
+                if rebuild:
+                    # Nothing to claim or fit: the instance already holds its resources.
+                    chosen = _Placed(instance_uuid, ordered[0], None) if ordered else None
+                    attempt.claimed_host = chosen.host.host if chosen else None
+                else:
+                    chosen = self._claim_first(context, spec, ordered, instance_uuid, attempt,
+                                               claim=claim)
                 if chosen is None:
                     raise exc.NoValidHost(reason=explain.failure_reason(trace))
                 placed.append(chosen)
                 self._consume(spec, chosen)
-        except exc.NoValidHost:
-            self._rollback(context, placed if claim else [])
-            raise
         except Exception:
-            # Any unexpected failure after a claim must not leak allocations.
-            self._rollback(context, placed if claim else [])
+            # NoValidHost or anything unexpected after a claim: no claim may leak.
+            self._rollback(context, placed)
             raise
         return placed, hosts
 
@@ -168,26 +237,77 @@ class SchedulerManager:
         node = dest.node if dest and dest.node else (spec.force_nodes or [None])[0]
         if not host and not node:
             return None, False
+        roots = self._find_roots(context, host, node)
+        if not roots:
+            if not self.catalog.find_nodes(host, node):
+                raise exc.NoValidHost(reason=f'No such host - host: {host} node: {node} ')
+            # Known to the catalog under names Placement does not use: let the
+            # candidates and the host restrictions decide.
+            return None, True
+        return (next(iter(roots)), False) if len(roots) == 1 else (None, True)
+
+    def _find_roots(self, context: RequestContext, host: str | None,
+                    node: str | None) -> dict[str, str]:
+        """Root provider uuid -> name of the compute nodes on ``host`` named ``node``.
+
+        The catalog knows them by uuid; otherwise a bare Placement names compute
+        node providers after the node, and by default the host is the node.
+        """
         records = self.catalog.find_nodes(host, node)
-        uuids = [r.provider_uuid for r in records if r.provider_uuid]
-        if records and len(uuids) == len(records):
-            return (uuids[0], False) if len(uuids) == 1 else (None, True)
-        # Not in the catalog (or without uuids): a bare Placement names compute
-        # node providers after the node, and by default the host is the node.
-        name = node or host
-        try:
-            providers = self.placement.get_resource_providers(name=name,
-                                                              request_id=context.global_id)
-        except pexc.PlacementError as e:
-            raise exc.NoValidHost(reason=f'Placement unreachable while looking up the requested '
-                                         f'destination ({_short(e)})') from e
-        roots = [p for p in providers if p.uuid == p.root_provider_uuid]
-        if not roots and not records:
-            raise exc.NoValidHost(reason=f'No such host - host: {host} node: {node} ')
-        if len(roots) == 1:
-            self.catalog.remember_provider_names({roots[0].uuid: roots[0].name})
-            return roots[0].uuid, False
-        return None, True
+        found = {r.provider_uuid: r.nodename for r in records if r.provider_uuid}
+        names = [r.nodename for r in records if not r.provider_uuid]
+        if not records:
+            names = [node or host]
+        learnt: dict[str, str] = {}
+        for name in names:
+            try:
+                providers = self.placement.get_resource_providers(
+                    name=name, request_id=context.global_id)
+            except pexc.PlacementError as e:
+                raise exc.NoValidHost(reason=f'Placement unreachable while looking up the '
+                                             f'requested destination ({_short(e)})') from e
+            learnt.update({p.uuid: p.name for p in providers if p.uuid == p.root_provider_uuid})
+        if learnt:
+            self.catalog.remember_provider_names(learnt)
+        return {**found, **learnt}
+
+    def _rebuild_host_states(self, context: RequestContext,
+                             spec: RequestSpec) -> list[HostState]:
+        """Host states of the hosts a rebuild check names, without candidates."""
+        dest = spec.requested_destination
+        hosts = list(spec.force_hosts or ()) or ([dest.host] if dest and dest.host else [])
+        nodes = list(spec.force_nodes or ()) or ([dest.node] if dest and dest.node else [])
+        if not hosts and not nodes:
+            # Nova would judge every compute node; its conductor always forces the
+            # instance's own host, and no other question has a useful answer.
+            raise exc.InvalidInput(reason='a rebuild check must name the instance\'s host '
+                                          '(force_hosts/force_nodes or requested_destination)')
+        if max(len(hosts), 1) * max(len(nodes), 1) > _MAX_REBUILD_NAMES:
+            raise exc.InvalidInput(reason=f'a rebuild check may name at most '
+                                          f'{_MAX_REBUILD_NAMES} host/node combinations')
+        roots: dict[str, str] = {}
+        for host in hosts or [None]:
+            for node in nodes or [None]:
+                roots.update(self._find_roots(context, host, node))
+        if not roots:
+            raise exc.NoValidHost(reason=f'No such host - host: {",".join(hosts) or None} '
+                                         f'node: {",".join(nodes) or None} ')
+        states = []
+        for root, name in sorted(roots.items(), key=lambda kv: kv[1]):
+            try:
+                summaries = self.placement.get_provider_summaries(root,
+                                                                  request_id=context.global_id)
+            except pexc.PlacementError as e:
+                raise exc.NoValidHost(reason=f'Placement unreachable while reading the rebuild '
+                                             f'host ({_short(e)})') from e
+            record = self.catalog.record_for_provider(root, name)
+            states.append(HostState(
+                uuid=root, record=record, summaries=summaries.values(),
+                allocation_candidates=[],
+                aggregates=self.catalog.aggregates_for_host(record.service_host),
+                instances=self.catalog.instances_on_host(record.service_host),
+                default_availability_zone=self.conf.default_availability_zone))
+        return states
 
     def _learn_provider_names(self, context: RequestContext, candidates: Candidates) -> None:
         roots = {s.root_provider_uuid for s in candidates.provider_summaries.values()}
@@ -210,15 +330,28 @@ class SchedulerManager:
         self.catalog.remember_provider_names(names)
 
     def _sorted_hosts(self, spec: RequestSpec, hosts: list[HostState], index: int,
-                      attempt: explain.InstanceAttempt) -> list[HostState]:
-        run = apply_filters(self.filters, hosts, spec, instance_index=index)
-        for step in run.steps:
-            removed = {why: len(names) for why, names in step.removed.items()}
-            attempt.filter_steps.append((step.name, step.hosts_in, removed))
-        attempt.hosts_after_filters = len(run.hosts)
-        if not run.hosts:
+                      attempt: explain.InstanceAttempt, *,
+                      rebuild: bool = False) -> list[HostState]:
+        if hosts and forcing_skips_filters(spec):
+            # Nova: an operator who forces a host (az:host[:node]) gets it unfiltered.
+            LOG.debug('host forced without %s: filters skipped for %d host(s)',
+                      NOVA_CHECK_TYPE, len(hosts))
+            passed = list(hosts)
+        else:
+            run = apply_filters(self.filters, hosts, spec, instance_index=index, rebuild=rebuild)
+            for step in run.steps:
+                removed = {why: len(names) for why, names in step.removed.items()}
+                attempt.filter_steps.append((step.name, step.hosts_in, removed))
+            passed = run.hosts
+        attempt.hosts_after_filters = len(passed)
+        if not passed:
             return []
-        weighed = weigh_hosts(self.weighers, run.hosts, spec)
+        excluded: list[Exclusion] = []
+        weighed = weigh_hosts(self.weighers, passed, spec, excluded=excluded)
+        if excluded:
+            # A host a weigher cannot weigh is reported like a filtered one.
+            attempt.filter_steps.extend(_exclusion_steps(excluded, len(passed)))
+            attempt.hosts_after_filters = len(weighed)
         fs = self.conf.filter_scheduler
         return order_hosts(weighed, host_subset_size=fs.host_subset_size,
                            shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
@@ -230,6 +363,9 @@ class SchedulerManager:
         per_host = self.conf.scheduler.max_claim_candidates_per_host
         project_id = spec.project_id or context.project_id
         user_id = spec.user_id or context.user_id
+        # What the claims learnt about the consumer (e.g. that it holds
+        # allocations: a move), so that the next candidate starts from it.
+        known: ConsumerAllocations | None = None
         for host in ordered:
             fitting = [a for a in host.allocation_candidates if host.fits(a)]
             if not fitting:
@@ -240,26 +376,78 @@ class SchedulerManager:
                 return _Placed(instance_uuid, host, fitting[0])
             for alloc_req in fitting[:per_host]:
                 try:
-                    self.claimer.claim(instance_uuid, alloc_req, project_id=project_id,
-                                       user_id=user_id,
-                                       microversion=ALLOCATION_CANDIDATES_MICROVERSION,
-                                       request_id=context.global_id)
+                    made = self.claimer.claim(instance_uuid, alloc_req, project_id=project_id,
+                                              user_id=user_id,
+                                              microversion=ALLOCATION_CANDIDATES_MICROVERSION,
+                                              request_id=context.global_id, known=known)
                 except claims_mod.ClaimFailed as e:
+                    known = e.known
                     attempt.claim_failures[e.reason] += 1
                     LOG.debug('claim of %s on %s failed: %s', instance_uuid, host.host, e)
                     continue
-                except claims_mod.ConsumerInUse as e:
-                    raise exc.NoValidHost(reason=str(e)) from e
                 except pexc.PlacementUnavailable as e:
+                    self._forget_lost_claim(context, instance_uuid, alloc_req, known,
+                                            project_id=project_id, user_id=user_id)
                     raise exc.NoValidHost(reason=f'Placement unreachable after {e.attempts} '
                                                  f'attempts while claiming ({_short(e)})') from e
                 except pexc.PlacementError as e:
                     attempt.claim_failures[f'Placement error {e.status}'] += 1
                     LOG.warning('claim of %s on %s: %s', instance_uuid, host.host, _short(e))
                     continue
+                try:
+                    self.group_check.after_claim(spec, made, host=host.host,
+                                                 providers=host.tree_providers,
+                                                 request_id=context.global_id)
+                except group_claims.GroupRaceLost as e:
+                    attempt.claim_failures[e.reason] += 1
+                    known = None  # the undo changed the consumer; the next claim re-learns it
+                    break  # a sibling of the group holds this host: try the next host
+                except group_claims.GroupCheckFailed as e:
+                    raise exc.NoValidHost(reason=str(e)) from e
                 attempt.claimed_host = host.host
-                return _Placed(instance_uuid, host, alloc_req)
+                return _Placed(instance_uuid, host, alloc_req, made)
         return None
+
+    def _forget_lost_claim(self, context: RequestContext, instance_uuid: str,
+                           alloc_req: AllocationRequest, known: ConsumerAllocations | None, *,
+                           project_id: str, user_id: str) -> None:
+        """Placement went away during a claim: the PUT may have landed anyway.
+
+        For a consumer this request would have created, queue a cleanup that
+        deletes it only if it holds exactly what we sent (so nothing someone
+        else wrote is touched). A move's claim cannot be told from the
+        consumer's own allocations this way; it is logged for the operator.
+        """
+        if known is not None and known.allocations:
+            LOG.warning('Placement went away while claiming the move of %s; if that claim '
+                        'landed, the instance holds source and destination allocations',
+                        instance_uuid)
+            return
+        maybe = claims_mod.Claim(consumer_uuid=instance_uuid,
+                                 allocations={rp: dict(r) for rp, r in
+                                              alloc_req.allocations.items()},
+                                 generation=0, project_id=project_id, user_id=user_id)
+        self.cleanups.undo_now_or_later([maybe], request_id=context.global_id, verify=True)
+
+    def _with_fallback(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
+                       *, limit: int | None, in_tree: str | None,
+                       trace: explain.RequestTrace) -> Candidates:
+        """Nova's PCPU fallback: also ask with VCPU, for computes that still report
+        pinned CPUs as VCPU, and merge the answers (pinned candidates first)."""
+        fallback = build_query(spec, limit=limit, in_tree=in_tree, pinning_translate=False)
+        trace.query = f'{trace.query} (then {fallback.query.describe()})'
+        try:
+            extra = self.placement.get_allocation_candidates(fallback.query,
+                                                             request_id=context.global_id)
+        except pexc.PlacementError as e:
+            # Nova keeps the first answer when the fallback call fails; so do we.
+            LOG.warning('request %s: PCPU fallback query failed (%s); using the PCPU '
+                        'candidates only', context.request_id, _short(e))
+            return candidates
+        return Candidates(
+            allocation_requests=candidates.allocation_requests + extra.allocation_requests,
+            provider_summaries={**extra.provider_summaries, **candidates.provider_summaries},
+            microversion=candidates.microversion)
 
     def _consume(self, spec: RequestSpec, placed: _Placed) -> None:
         if placed.alloc_req is not None:
@@ -272,11 +460,13 @@ class SchedulerManager:
                 rg.provider_uuids = list(placed.alloc_req.mappings[rg.requester_id])
 
     def _rollback(self, context: RequestContext, placed: list[_Placed]) -> None:
-        consumers = [p.instance_uuid for p in placed if p.instance_uuid]
-        if not consumers:
+        made = [p.claim for p in placed if p.claim is not None]
+        if not made:
             return
-        left = self.cleanups.delete_now_or_later(consumers, request_id=context.global_id)
-        LOG.info('request %s: rolled back %d claim(s)%s', context.request_id, len(consumers),
+        left = self.cleanups.undo_now_or_later(made, request_id=context.global_id)
+        moves = sum(1 for c in made if c.is_move)
+        LOG.info('request %s: rolled back %d claim(s)%s%s', context.request_id, len(made),
+                 f' ({moves} restored to their previous allocations)' if moves else '',
                  f'; {len(left)} left for retry' if left else '')
 
     # ------------------------------------------------------------------ answer
@@ -289,14 +479,16 @@ class SchedulerManager:
             ordered = self._sorted_hosts(spec, ordered, len(placed) - 1, attempt)
         result = []
         for p in placed:
-            # Without a claim (4.3 callers) Nova sends the literal "null".
-            selections = [self._selection(p.host, p.alloc_req,
-                                          with_request=p.instance_uuid is not None)]
+            # Without a claim (4.3 callers, rebuild checks) Nova sends the literal "null".
+            claimed = p.claim is not None
+            selections = [self._selection(p.host, p.alloc_req, with_request=claimed)]
             for alt in pick_alternates(ordered, chosen=p.host, selected=selected,
                                        num_alternates=num_alts):
                 # Alternates carry an unclaimed request: the conductor claims it
-                # itself if the first host fails to build.
-                selections.append(self._selection(alt, first_fitting(alt), with_request=True))
+                # itself if the first host fails to build. Without claims Nova
+                # sends "null" for them too.
+                selections.append(self._selection(alt, first_fitting(alt),
+                                                  with_request=claimed))
             result.append(selections)
         return result
 
@@ -311,6 +503,35 @@ class SchedulerManager:
             allocation_request_version=(ALLOCATION_CANDIDATES_MICROVERSION
                                         if with_request else None),
             availability_zone=host.availability_zone)
+
+
+def _plugin_failure(error: Exception) -> exc.NoValidHost:
+    """A filter or weigher that crashes is a bug in that plugin; the caller gets a
+    NoValidHost naming it (Nova would send the raw exception), the log the traceback."""
+    LOG.error('scheduler plugin failed: %s', error, exc_info=error)
+    return exc.NoValidHost(reason=f'{_short(error)} (a scheduler plugin failed; the '
+                                  f'scheduler log has the details)')
+
+
+def forcing_skips_filters(spec: RequestSpec) -> bool:
+    """Nova skips the filters for forced hosts/nodes unless a check type is set
+    (reference 4.6): a forced boot bypasses them, a rebuild check does not."""
+    return bool(spec.force_hosts or spec.force_nodes) and not spec.scheduler_hints.get(
+        NOVA_CHECK_TYPE)
+
+
+def _exclusion_steps(excluded: list[Exclusion],
+                     hosts_in: int) -> list[tuple[str, int, dict[str, int]]]:
+    """Exclusions as trace steps: (weigher, hosts in, {reason: count}), in order."""
+    steps: dict[str, dict[str, int]] = {}
+    for e in excluded:
+        reasons = steps.setdefault(e.weigher, {})
+        reasons[e.reason] = reasons.get(e.reason, 0) + 1
+    result = []
+    for name, reasons in steps.items():
+        result.append((name, hosts_in, reasons))
+        hosts_in -= sum(reasons.values())
+    return result
 
 
 def _short(error: object, limit: int = 200) -> str:

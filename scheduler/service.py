@@ -86,9 +86,10 @@ class SchedulerService:
             raise exc.ConfigurationError(
                 f'[placement] credentials were refused by Placement: {e}') from e
         except pexc.PlacementUnavailable as e:
+            # The client's messages are already redacted (no credentials in URLs).
             LOG.warning('Placement is unreachable (%s attempts: %s); starting anyway, every '
                         'request will try again and answer NoValidHost naming the outage '
-                        'until it is back', e.attempts, type(e.__cause__ or e).__name__)
+                        'until it is back', e.attempts, e)
             return
         LOG.info('Placement reachable, max microversion %s', version)
 

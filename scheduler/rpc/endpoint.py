@@ -5,6 +5,15 @@ malformed call gets :class:`InvalidInput` back (rebuilt by the conductor as
 ``nova.exception.InvalidInput``) instead of an opaque dispatcher error, and
 the service keeps serving. Fanout casts update the HostCatalog and never
 block a call.
+
+``select_destinations`` across 4.x (reference 1.3): 4.0-4.2 send the legacy
+``request_spec``/``filter_properties`` dicts and no instance uuids, 4.3 a
+``spec_obj`` without them (nothing is claimed), 4.4 adds ``instance_uuids``
+(claims) and 4.5 ``return_objects``/``return_alternates``; without
+``return_objects`` the answer is Nova's legacy host dicts. Unknown methods and
+versions never reach this module: oslo.messaging's dispatcher answers them
+with ``NoSuchMethod``/``UnsupportedVersion``. Everything else on an endpoint
+is private, so that no attribute can be called as a method.
 """
 from __future__ import annotations
 
@@ -16,6 +25,7 @@ import oslo_messaging as messaging
 from scheduler import exceptions as exc
 from scheduler.context import RequestContext
 from scheduler.objects import codec
+from scheduler.objects.selection import Selection
 
 LOG = logging.getLogger(__name__)
 
@@ -34,9 +44,9 @@ class SchedulerEndpoint:
     target = messaging.Target(version='4.5')
 
     def __init__(self, manager, catalog, limits: codec.DecodeLimits):
-        self.manager = manager
-        self.catalog = catalog
-        self.limits = limits
+        self._manager = manager
+        self._catalog = catalog
+        self._limits = limits
 
     @messaging.expected_exceptions(*exc.EXPECTED_RPC_ERRORS)
     def select_destinations(self, ctxt: RequestContext, request_spec: Any = None,
@@ -45,54 +55,55 @@ class SchedulerEndpoint:
                             return_alternates: Any = False, **extra: Any) -> list:
         _reject_unknown('select_destinations', extra)
         if spec_obj is _UNSET or spec_obj is None:
+            # RPC 4.0-4.2: Nova's RequestSpec.from_primitives; such callers send no
+            # instance uuids, so nothing is claimed.
             if request_spec is None:
                 raise exc.InvalidInput(reason='select_destinations: spec_obj is required')
             spec = codec.decode_legacy_request(request_spec, filter_properties or {},
-                                               limits=self.limits)
+                                               limits=self._limits)
         else:
-            spec = codec.decode_request_spec(spec_obj, limits=self.limits)
+            spec = codec.decode_request_spec(spec_obj, limits=self._limits)
         uuids = None
         if instance_uuids is not None:
-            uuids = codec.validate_instance_uuids(instance_uuids, limits=self.limits)
+            uuids = codec.validate_instance_uuids(instance_uuids, limits=self._limits)
         for name, value in (('return_objects', return_objects),
                             ('return_alternates', return_alternates)):
             if not isinstance(value, bool):
                 raise exc.InvalidInput(reason=f'select_destinations: {name} must be a boolean')
-        selections = self.manager.select_destinations(
+        # Encoding happens inside the manager's rollback guard: an answer that
+        # cannot be encoded must not leave its claims behind.
+        return self._manager.select_destinations(
             ctxt, spec, uuids, return_objects=return_objects,
-            return_alternates=return_alternates)
-        if return_objects:
-            return [[codec.encode_selection(s) for s in per_instance]
-                    for per_instance in selections]
-        return [codec.encode_legacy_destination(per_instance[0]) for per_instance in selections]
+            return_alternates=return_alternates,
+            finish=_encode_objects if return_objects else _encode_legacy)
 
     # Fanout casts: errors are logged, never raised (nobody waits for a cast).
     def update_aggregates(self, ctxt: RequestContext, aggregates: Any = None, **extra: Any) -> None:
         self._cast('update_aggregates', extra,
-                   lambda: self.catalog.update_aggregates(codec.decode_aggregates(aggregates)))
+                   lambda: self._catalog.update_aggregates(codec.decode_aggregates(aggregates)))
 
     def delete_aggregate(self, ctxt: RequestContext, aggregate: Any = None, **extra: Any) -> None:
         self._cast('delete_aggregate', extra,
-                   lambda: self.catalog.delete_aggregate(codec.decode_aggregate(aggregate)))
+                   lambda: self._catalog.delete_aggregate(codec.decode_aggregate(aggregate)))
 
     def update_instance_info(self, ctxt: RequestContext, host_name: Any = None,
                              instance_info: Any = None, **extra: Any) -> None:
-        self._cast('update_instance_info', extra, lambda: self.catalog.update_instance_info(
+        self._cast('update_instance_info', extra, lambda: self._catalog.update_instance_info(
             _host_name(host_name),
             codec.decode_instance_uuids_from_instance_list(instance_info)))
 
     def delete_instance_info(self, ctxt: RequestContext, host_name: Any = None,
                              instance_uuid: Any = None, **extra: Any) -> None:
-        self._cast('delete_instance_info', extra, lambda: self.catalog.delete_instance_info(
+        self._cast('delete_instance_info', extra, lambda: self._catalog.delete_instance_info(
             _host_name(host_name),
-            codec.validate_instance_uuids([instance_uuid], limits=self.limits)[0]))
+            codec.validate_instance_uuids([instance_uuid], limits=self._limits)[0]))
 
     def sync_instance_info(self, ctxt: RequestContext, host_name: Any = None,
                            instance_uuids: Any = None, **extra: Any) -> None:
-        self._cast('sync_instance_info', extra, lambda: self.catalog.sync_instance_info(
+        self._cast('sync_instance_info', extra, lambda: self._catalog.sync_instance_info(
             _host_name(host_name),
-            codec.validate_instance_uuids(instance_uuids, limits=self.limits, allow_empty=True,
-                                          max_count=self.limits.max_host_instances)))
+            codec.validate_instance_uuids(instance_uuids, limits=self._limits, allow_empty=True,
+                                          max_count=self._limits.max_host_instances)))
 
     @staticmethod
     def _cast(method: str, extra: dict[str, Any], apply) -> None:
@@ -103,6 +114,14 @@ class SchedulerEndpoint:
             LOG.warning('ignored malformed %s cast: %s', method, e)
         except Exception:
             LOG.exception('could not apply %s cast', method)
+
+
+def _encode_objects(selections: list[list[Selection]]) -> list[list[dict[str, Any]]]:
+    return [[codec.encode_selection(s) for s in per_instance] for per_instance in selections]
+
+
+def _encode_legacy(selections: list[list[Selection]]) -> list[dict[str, Any]]:
+    return [codec.encode_legacy_destination(per_instance[0]) for per_instance in selections]
 
 
 def _host_name(value: Any) -> str:
