@@ -7,12 +7,10 @@ configuration that cannot work stops start-up with an error naming the option.
 from __future__ import annotations
 
 import os
-import pathlib
 import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 
 import pytest
@@ -20,10 +18,9 @@ import pytest
 from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
+from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -34,69 +31,6 @@ def rabbit_url() -> str:
                         'SCHEDULER_TEST_REQUIRE_RABBIT=1: the real broker path must run here')
         pytest.skip('RabbitMQ on 127.0.0.1:5672 does not answer (worker processes need a broker)')
     return RABBIT_URL
-
-
-def write_config(path: pathlib.Path, *, placement_url: str, transport_url: str, topic: str,
-                 workers: int, extra: str = '') -> pathlib.Path:
-    path.write_text(f"""
-[DEFAULT]
-transport_url = {transport_url}
-host = scheduler-proc-test
-graceful_shutdown_timeout = 60
-
-[scheduler]
-workers = {workers}
-rpc_topic = {topic}
-
-[filter_scheduler]
-enabled_filters = ComputeFilter,tests.functional.slow_filter.SlowFilter
-weight_classes = RAMWeigher
-
-[placement]
-auth_type = admin_token
-token = admin
-endpoint = {placement_url}
-max_retries = 1
-{extra}
-""")
-    return path
-
-
-class ServiceProcess:
-    def __init__(self, config: pathlib.Path, env: dict[str, str]):
-        self.log = config.with_suffix('.log')
-        self._log_file = self.log.open('wb')
-        self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'scheduler.cmd.service', '--config-file', str(config)],
-            cwd=REPO, env={**os.environ, 'PYTHONPATH': str(REPO), **env},
-            stdout=self._log_file, stderr=subprocess.STDOUT)
-
-    def workers(self) -> set[int]:
-        out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(self.proc.pid)],
-                             capture_output=True, text=True).stdout
-        return {int(pid) for pid in out.split()}
-
-    def output(self) -> str:
-        return self.log.read_text(errors='replace')
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self._log_file.close()
-
-
-def wait_for(predicate, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f'timed out waiting for {what}'
-        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -112,12 +46,14 @@ def service_process(tmp_path, placement, rabbit_url):
         conf = make_conf(placement.url, rabbit_url)
         transport = get_transport(conf)
         client = SchedulerClient(transport, topic=topic, timeout=20)
+        # A ping sent before the worker's queue exists is lost: ask often, briefly.
+        pinger = SchedulerClient(transport, topic=topic, timeout=2)
 
         def answers():
             if process.proc.poll() is not None:
                 pytest.fail(f'scheduler-service exited early:\n{process.output()}')
             try:
-                return client.call(CONTEXT, 'ping', version='1.1', namespace='baseapi', arg=1)
+                return pinger.call(CONTEXT, 'ping', version='1.1', namespace='baseapi', arg=1)
             except Exception:  # noqa: BLE001 - not up yet
                 return None
 
