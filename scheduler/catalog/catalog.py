@@ -11,10 +11,25 @@ this service has none (DESIGN.md principle 3) and keeps them here, fed by
 * the fanout casts Nova already sends (aggregates from nova-api, instance lists
   from nova-compute), applied with Nova's semantics where Nova would not need its
   database;
+* an optional periodic sync through Nova's compute API
+  (:mod:`scheduler.catalog.nova_sync`), applied as a whole by
+  :meth:`HostCatalog.apply_nova_snapshot`;
 * provider names learned from Placement, for providers the file does not list.
 
-Aggregates from casts are newer news than the file: an aggregate updated or
-deleted by a cast stays so when the file is reloaded (matched by aggregate uuid).
+Precedence (doc/host-data.md):
+
+* Aggregates, by uuid: file < Nova API snapshot < casts received after that
+  snapshot's read began. A snapshot supersedes the casts received before its
+  read began (it reflects them, or something newer). An aggregate deleted by
+  a cast stays deleted whatever the file or a snapshot still says (uuids are
+  never reused; a snapshot read before the deletion must not bring it back).
+  An aggregate updated or deleted by a cast stays so when the file is reloaded.
+* Compute nodes: the fields the compute API reports (service host, host_ip,
+  hypervisor type/version, cpu_info; per service host: disabled,
+  disabled_reason, forced_down, up/down) come from the latest snapshot when it
+  has the node (matched by provider uuid, else by nodename); the file supplies
+  everything else (cell, supported_instances, stats, metrics) and everything
+  for nodes the snapshot does not have. Casts carry no host data.
 
 Every method takes the one lock; casts arrive on RPC threads while requests
 read. Returned containers are new; the Aggregate and HostRecord objects in them
@@ -30,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid, read_hosts_file
+from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot
 from scheduler.exceptions import CatalogError
 from scheduler.host_state import HostRecord
 from scheduler.objects.spec import Aggregate
@@ -48,6 +64,19 @@ class _FileLayer:
         self.aggregates = {a.uuid: a for a in content.aggregates}
 
 
+class _NovaLayer:
+    """One compute API snapshot with the indexes lookups need; never mutated."""
+
+    def __init__(self, snapshot: NovaSnapshot, applied: int):
+        self.snapshot = snapshot
+        self.applied = applied  # how many snapshots were applied, this one included
+        self.by_provider = {h.provider_uuid: h for h in snapshot.hypervisors}
+        self.by_nodename: dict[str, HypervisorInfo] = {}
+        for hypervisor in snapshot.hypervisors:
+            self.by_nodename.setdefault(hypervisor.nodename, hypervisor)
+        self.aggregates = {a.uuid: a for a in snapshot.aggregates}
+
+
 class HostCatalog:
     def __init__(self, *, default_cell_uuid: str, default_availability_zone: str = 'nova'):
         try:
@@ -61,6 +90,11 @@ class HostCatalog:
         # Aggregates as the casts left them, and uuids of aggregates deleted by a cast.
         self._cast_aggregates: dict[str, Aggregate] = {}
         self._deleted_aggregates: set[str] = set()
+        # Sequence number of every aggregate cast, and of each uuid's latest one:
+        # a snapshot supersedes the casts numbered up to its mark (cast_mark()).
+        self._cast_seq = 0
+        self._cast_seq_by_uuid: dict[str, int] = {}
+        self._nova = _NovaLayer(NovaSnapshot(), 0)
         # Instances per service host, for hosts whose full list we know
         # (insertion-ordered dicts used as sets).
         self._instances: dict[str, dict[str, None]] = {}
@@ -105,7 +139,9 @@ class HostCatalog:
             name = self._provider_names.get(provider_uuid)
             if name is None:
                 record = self._file.by_provider.get(provider_uuid)
-                name = record.nodename if record else None
+                hypervisor = self._nova.by_provider.get(provider_uuid)
+                name = (record.nodename if record else
+                        hypervisor.nodename if hypervisor else None)
         return name
 
     def remember_provider_names(self, names: Mapping[str, str]) -> None:
@@ -117,7 +153,8 @@ class HostCatalog:
         """The uuids for which neither the file nor Placement told us a name."""
         with self._lock:
             return {u for u in uuids
-                    if u not in self._provider_names and u not in self._file.by_provider}
+                    if u not in self._provider_names and u not in self._file.by_provider
+                    and u not in self._nova.by_provider}
 
     def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
         """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced
@@ -188,6 +225,8 @@ class HostCatalog:
         copies = [_copy_aggregate(a) for a in aggregates]
         with self._lock:
             for aggregate in copies:
+                self._cast_seq += 1
+                self._cast_seq_by_uuid[aggregate.uuid] = self._cast_seq
                 self._cast_aggregates[aggregate.uuid] = aggregate
                 self._deleted_aggregates.discard(aggregate.uuid)
             self._rebuild_aggregates()
@@ -196,6 +235,8 @@ class HostCatalog:
     def delete_aggregate(self, aggregate: Aggregate) -> None:
         aggregate = _copy_aggregate(aggregate)
         with self._lock:
+            self._cast_seq += 1
+            self._cast_seq_by_uuid[aggregate.uuid] = self._cast_seq
             self._cast_aggregates.pop(aggregate.uuid, None)
             self._deleted_aggregates.add(aggregate.uuid)
             self._rebuild_aggregates()
@@ -231,6 +272,38 @@ class HostCatalog:
         with self._lock:
             self._instances[host] = dict.fromkeys(instance_uuids)
 
+    # Nova compute API sync -------------------------------------------------------------
+    def cast_mark(self) -> int:
+        """Take before reading a snapshot; hand to :meth:`apply_nova_snapshot`."""
+        with self._lock:
+            return self._cast_seq
+
+    def apply_nova_snapshot(self, snapshot: NovaSnapshot, *, cast_mark: int) -> None:
+        """Replace the previous snapshot with ``snapshot``, atomically.
+
+        ``cast_mark`` is :meth:`cast_mark` taken before the read began: aggregate
+        updates cast up to then are superseded by the snapshot; later ones stay
+        on top of it. Deletions by cast always stay (see the module docstring).
+        """
+        with self._lock:
+            for agg_uuid in [u for u in self._cast_aggregates
+                             if self._cast_seq_by_uuid.get(u, 0) <= cast_mark]:
+                del self._cast_aggregates[agg_uuid]
+            # A deletion marker only matters while something could still show the
+            # aggregate; drop the old ones neither the file nor Nova mentions.
+            in_snapshot = {a.uuid for a in snapshot.aggregates}
+            self._deleted_aggregates = {
+                u for u in self._deleted_aggregates
+                if self._cast_seq_by_uuid.get(u, 0) > cast_mark
+                or u in self._file.aggregates or u in in_snapshot}
+            self._cast_seq_by_uuid = {
+                u: n for u, n in self._cast_seq_by_uuid.items()
+                if u in self._cast_aggregates or u in self._deleted_aggregates}
+            self._nova = _NovaLayer(snapshot, self._nova.applied + 1)
+            self._rebuild_aggregates()
+        LOG.debug('compute API snapshot applied: %d aggregates, %d services, %d hypervisors',
+                  len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors))
+
     # Introspection ---------------------------------------------------------------------
     def snapshot_stats(self) -> dict:
         with self._lock:
@@ -245,23 +318,55 @@ class HostCatalog:
                 'hosts_with_instance_info': len(self._instances),
                 'instances': sum(len(v) for v in self._instances.values()),
                 'provider_names': len(self._provider_names),
+                'nova_snapshots_applied': self._nova.applied,
+                'nova_aggregates': len(self._nova.aggregates),
+                'nova_services': len(self._nova.snapshot.services),
+                'nova_hypervisors': len(self._nova.by_provider),
             }
 
     # Internals (callers hold the lock) -------------------------------------------------
     def _resolve(self, provider_uuid: str, provider_name: str | None
                  ) -> tuple[HostRecord, bool]:
-        """(record, whether it comes from the file)."""
+        """(record with the Nova API's fields, whether it comes from the file)."""
         record = self._file.by_provider.get(provider_uuid)
         if record is not None:
-            return record, True
-        name = provider_name or self._provider_names.get(provider_uuid)
+            return self._with_nova(record), True
+        hypervisor = self._nova.by_provider.get(provider_uuid)
+        name = (hypervisor.nodename if hypervisor else None) or provider_name \
+            or self._provider_names.get(provider_uuid)
         if name is not None:
             record = self._file.by_nodename.get(name)
             if record is not None and record.provider_uuid is None:
-                return dataclasses.replace(record, provider_uuid=provider_uuid), True
+                return self._with_nova(
+                    dataclasses.replace(record, provider_uuid=provider_uuid)), True
         name = name or provider_uuid
-        return HostRecord(nodename=name, service_host=name, cell_uuid=self._default_cell_uuid,
-                          provider_uuid=provider_uuid), False
+        return self._with_nova(HostRecord(
+            nodename=name, service_host=name, cell_uuid=self._default_cell_uuid,
+            provider_uuid=provider_uuid)), False
+
+    def _with_nova(self, record: HostRecord) -> HostRecord:
+        """``record`` with the fields the latest compute API snapshot reports."""
+        if record.provider_uuid is not None:
+            hypervisor = self._nova.by_provider.get(record.provider_uuid)
+        else:
+            hypervisor = self._nova.by_nodename.get(record.nodename)
+        changes: dict[str, Any] = {}
+        if hypervisor is not None:
+            changes['service_host'] = hypervisor.service_host
+            # null in the API means "not reported": the file's value stays.
+            for name in ('host_ip', 'hypervisor_type', 'hypervisor_version'):
+                value = getattr(hypervisor, name)
+                if value is not None:
+                    changes[name] = value
+            if hypervisor.cpu_info:
+                changes['cpu_info'] = dict(hypervisor.cpu_info)
+        service = self._nova.snapshot.services.get(
+            changes.get('service_host', record.service_host))
+        if service is not None:
+            changes.update(disabled=service.disabled, disabled_reason=service.disabled_reason,
+                           forced_down=service.forced_down,
+                           last_seen_up=service.last_seen_up)
+        return dataclasses.replace(record, **changes) if changes else record
 
     def _cells(self) -> set[str]:
         result = set(self._file.content.cells)
@@ -270,16 +375,21 @@ class HostCatalog:
         return result
 
     def _all_records(self) -> list[HostRecord]:
-        by_name: dict[str, str] = {}
+        # Providers known by uuid (from Nova first, then learned from Placement)
+        # but not in the file by uuid: the file names them by nodename, or not at all.
+        known: dict[str, str] = {u: h.nodename for u, h in self._nova.by_provider.items()}
         for provider_uuid, name in self._provider_names.items():
+            known.setdefault(provider_uuid, name)
+        by_name: dict[str, str] = {}
+        for provider_uuid, name in known.items():
             if provider_uuid not in self._file.by_provider:
                 by_name.setdefault(name, provider_uuid)
         records = []
         for record in self._file.content.hosts:
             learned = by_name.get(record.nodename) if record.provider_uuid is None else None
-            records.append(dataclasses.replace(record, provider_uuid=learned)
-                           if learned else record)
-        for provider_uuid, name in self._provider_names.items():
+            records.append(self._with_nova(dataclasses.replace(record, provider_uuid=learned)
+                                           if learned else record))
+        for provider_uuid, name in known.items():
             record, from_file = self._resolve(provider_uuid, name)
             if not from_file:
                 records.append(record)
@@ -288,6 +398,8 @@ class HostCatalog:
     def _rebuild_aggregates(self) -> None:
         merged = {u: a for u, a in self._file.aggregates.items()
                   if u not in self._deleted_aggregates}
+        merged.update((u, a) for u, a in self._nova.aggregates.items()
+                      if u not in self._deleted_aggregates)
         merged.update(self._cast_aggregates)
         ordered = tuple(sorted(merged.values(), key=lambda a: (a.id, a.uuid)))
         by_host: dict[str, list[Aggregate]] = {}

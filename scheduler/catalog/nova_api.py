@@ -1,0 +1,283 @@
+"""Nova compute API JSON -> HostCatalog records (pure: no I/O, no clock).
+
+Three documents make one :class:`NovaSnapshot`:
+
+* ``GET /os-aggregates``: aggregates with uuid (2.41+), hosts and metadata;
+* ``GET /os-services?binary=nova-compute``: per service host, Nova's own
+  up/down verdict (``state``), ``status`` enabled/disabled, ``disabled_reason``,
+  ``forced_down`` (2.11+) and ``updated_at`` (the last heartbeat);
+* ``GET /os-hypervisors/detail`` (paged with limit/marker): per compute node
+  its uuid (2.53+: the compute node uuid, which is its root provider's uuid in
+  Placement), ``hypervisor_hostname`` (the nodename), the service host,
+  ``host_ip``, ``hypervisor_type``/``hypervisor_version`` and ``cpu_info``
+  (an object since 2.28, gone in 2.88 — hence microversion 2.87).
+
+Parsing is strict: a document that is not what the API reference describes
+raises :class:`NovaApiError` naming the entry, and the caller keeps its last
+good snapshot rather than applying a partial one.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import uuid as uuidlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from scheduler.exceptions import SchedulerError
+from scheduler.objects.spec import Aggregate
+
+COMPUTE_BINARY = 'nova-compute'
+#: Stands in for the heartbeat of a service Nova reports down that never sent one.
+NEVER = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class NovaApiError(SchedulerError):
+    """The compute API could not be read, or answered something we cannot use."""
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """One nova-compute service as the compute API reported it."""
+
+    host: str
+    up: bool
+    disabled: bool = False
+    disabled_reason: str | None = None
+    forced_down: bool = False
+    updated_at: datetime.datetime | None = None
+
+    @property
+    def last_seen_up(self) -> datetime.datetime | None:
+        """The HostRecord value that makes ComputeFilter repeat Nova's verdict.
+
+        Up: None ("no heartbeat data"), so the verdict is not re-aged by our
+        clock between two syncs (with the default 60 s interval and 60 s
+        service_down_time, re-aging the heartbeat would mark live hosts down).
+        Down: the last heartbeat (or :data:`NEVER`), which ComputeFilter finds
+        older than service_down_time.
+        """
+        if self.up:
+            return None
+        return self.updated_at or NEVER
+
+
+@dataclass(frozen=True)
+class HypervisorInfo:
+    """One compute node as GET /os-hypervisors/detail reported it."""
+
+    provider_uuid: str
+    nodename: str
+    service_host: str
+    host_ip: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    cpu_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NovaSnapshot:
+    """Everything one sync read; applied to the catalog as a whole."""
+
+    aggregates: tuple[Aggregate, ...] = ()
+    services: Mapping[str, ServiceState] = field(default_factory=dict)  # by service host
+    hypervisors: tuple[HypervisorInfo, ...] = ()
+    #: Services Nova could not describe (down cells answer status UNKNOWN).
+    unknown_services: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------- aggregates
+
+
+def parse_aggregates(body: Any) -> list[Aggregate]:
+    """``GET /os-aggregates`` -> aggregates (metadata values as strings, like Nova's)."""
+    items = _list_in(body, 'aggregates')
+    result = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f'aggregates[{i}]'
+        _require_mapping(item, where)
+        agg_uuid = _uuid(item.get('uuid'), f'{where}.uuid')
+        if agg_uuid in seen:
+            raise NovaApiError(f'{where}: duplicate aggregate uuid {agg_uuid}')
+        seen.add(agg_uuid)
+        agg_id = item.get('id')
+        if isinstance(agg_id, bool) or not isinstance(agg_id, int):
+            raise NovaApiError(f'{where}.id: expected an integer, got {agg_id!r}')
+        name = _string(item.get('name'), f'{where}.name')
+        metadata = _string_map(item.get('metadata'), f'{where}.metadata')
+        zone = item.get('availability_zone')
+        # Nova keeps the zone in the metadata and echoes it at the top level.
+        if isinstance(zone, str) and zone and 'availability_zone' not in metadata:
+            metadata['availability_zone'] = zone
+        hosts = item.get('hosts') or []
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+            raise NovaApiError(f'{where}.hosts: expected a list of host names, got {hosts!r}')
+        result.append(Aggregate(id=agg_id, uuid=agg_uuid, name=name,
+                                hosts=list(dict.fromkeys(hosts)), metadata=metadata))
+    return result
+
+
+# ------------------------------------------------------------------ services
+
+
+def parse_services(body: Any) -> tuple[dict[str, ServiceState], list[str]]:
+    """``GET /os-services`` -> (nova-compute services by host, hosts Nova could not describe).
+
+    Other binaries are ignored (the query asks for nova-compute only, but a
+    filter the API ignored must not turn a conductor into a compute host).
+    """
+    services: dict[str, ServiceState] = {}
+    unknown: list[str] = []
+    for i, item in enumerate(_list_in(body, 'services')):
+        where = f'services[{i}]'
+        _require_mapping(item, where)
+        if item.get('binary') != COMPUTE_BINARY:
+            continue
+        host = _string(item.get('host'), f'{where}.host')
+        status = item.get('status')
+        if status not in ('enabled', 'disabled'):
+            if str(status).upper() == 'UNKNOWN':  # a down cell (2.69+): no data
+                unknown.append(host)
+                continue
+            raise NovaApiError(f'{where}.status: expected enabled or disabled, got {status!r}')
+        state = item.get('state')
+        if state not in ('up', 'down'):
+            raise NovaApiError(f'{where}.state: expected up or down, got {state!r}')
+        reason = item.get('disabled_reason')
+        if reason is not None and not isinstance(reason, str):
+            raise NovaApiError(f'{where}.disabled_reason: expected a string, got {reason!r}')
+        forced_down = item.get('forced_down', False)
+        if not isinstance(forced_down, bool):
+            raise NovaApiError(f'{where}.forced_down: expected true or false, '
+                               f'got {forced_down!r}')
+        service = ServiceState(
+            host=host, up=state == 'up', disabled=status == 'disabled',
+            disabled_reason=reason or None, forced_down=forced_down,
+            updated_at=_timestamp(item.get('updated_at'), f'{where}.updated_at'))
+        previous = services.get(host)
+        services[host] = service if previous is None else _worse(previous, service)
+    return services, unknown
+
+
+def _worse(a: ServiceState, b: ServiceState) -> ServiceState:
+    """Two compute services of one host name (two cells): the more cautious view."""
+    return ServiceState(
+        host=a.host, up=a.up and b.up, disabled=a.disabled or b.disabled,
+        disabled_reason=a.disabled_reason or b.disabled_reason,
+        forced_down=a.forced_down or b.forced_down,
+        updated_at=min((t for t in (a.updated_at, b.updated_at) if t is not None),
+                       default=None))
+
+
+# --------------------------------------------------------------- hypervisors
+
+
+def parse_hypervisors(body: Any) -> list[HypervisorInfo]:
+    """One page of ``GET /os-hypervisors/detail`` (2.53 to 2.87) -> compute nodes."""
+    result = []
+    for i, item in enumerate(_list_in(body, 'hypervisors')):
+        where = f'hypervisors[{i}]'
+        _require_mapping(item, where)
+        service = item.get('service')
+        _require_mapping(service, f'{where}.service')
+        version = item.get('hypervisor_version')
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise NovaApiError(f'{where}.hypervisor_version: expected an integer, '
+                               f'got {version!r}')
+        hv_type = item.get('hypervisor_type')
+        host_ip = item.get('host_ip')
+        result.append(HypervisorInfo(
+            provider_uuid=_uuid(item.get('id'), f'{where}.id (a UUID from microversion 2.53)'),
+            nodename=_string(item.get('hypervisor_hostname'), f'{where}.hypervisor_hostname'),
+            service_host=_string(service.get('host'), f'{where}.service.host'),
+            host_ip=host_ip if isinstance(host_ip, str) and host_ip else None,
+            hypervisor_type=hv_type if isinstance(hv_type, str) and hv_type else None,
+            hypervisor_version=version,
+            cpu_info=_cpu_info(item.get('cpu_info'), f'{where}.cpu_info')))
+    return result
+
+
+def next_hypervisor_marker(body: Any) -> str | None:
+    """The ``marker`` of the ``next`` link of a hypervisors page; None on the last page."""
+    links = body.get('hypervisors_links') if isinstance(body, dict) else None
+    for link in links or ():
+        if isinstance(link, dict) and link.get('rel') == 'next':
+            markers = parse_qs(urlsplit(str(link.get('href', ''))).query).get('marker')
+            if not markers:
+                raise NovaApiError(f'hypervisors_links: next link without a marker: {link!r}')
+            return markers[0]
+    return None
+
+
+def _cpu_info(value: Any, where: str) -> dict[str, Any]:
+    if value is None or value == '':
+        return {}
+    if isinstance(value, str):  # before 2.28 cpu_info was a JSON string
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise NovaApiError(f'{where}: not a JSON object: {value[:80]!r}') from None
+    if not isinstance(value, dict):
+        raise NovaApiError(f'{where}: expected an object, got {type(value).__name__}')
+    return value
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _list_in(body: Any, key: str) -> list:
+    if not isinstance(body, dict) or not isinstance(body.get(key), list):
+        raise NovaApiError(f'expected a JSON object with a "{key}" list')
+    return body[key]
+
+
+def _require_mapping(value: Any, where: str) -> None:
+    if not isinstance(value, dict):
+        raise NovaApiError(f'{where}: expected an object, got {type(value).__name__}')
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise NovaApiError(f'{where}: expected a non-empty string, got {value!r}')
+    return value
+
+
+def _uuid(value: Any, where: str) -> str:
+    try:
+        return str(uuidlib.UUID(_string(value, where)))
+    except ValueError:
+        raise NovaApiError(f'{where}: expected a UUID, got {value!r}') from None
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise NovaApiError(f'{where}: expected an object, got {type(value).__name__}')
+    result = {}
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise NovaApiError(f'{where}.{k}: expected a string, got {v!r}')
+        result[str(k)] = v
+    return result
+
+
+def _timestamp(value: Any, where: str) -> datetime.datetime | None:
+    """Nova's ``2012-10-29T13:42:02.000000`` (naive UTC, sometimes with an offset)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise NovaApiError(f'{where}: expected a timestamp, got {value!r}')
+    text = value.strip()
+    if text.endswith('Z'):
+        text = text[:-1] + '+00:00'
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise NovaApiError(f'{where}: not an ISO 8601 timestamp: {value!r}') from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.astimezone(datetime.timezone.utc)

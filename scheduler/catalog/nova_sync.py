@@ -1,0 +1,226 @@
+"""The periodic sync of host data through Nova's compute API (``[nova]``).
+
+:class:`NovaComputeReader` does the HTTP (one keystoneauth1 Adapter, bounded
+timeouts, no retries: the next interval is the retry) and hands the JSON to
+the pure translation in :mod:`scheduler.catalog.nova_api`. :class:`NovaSync`
+runs it on its own thread and applies each complete snapshot to the catalog
+in one step; calls never wait for it (they read whatever the catalog holds).
+A failed read is logged and changes nothing: the last good data stays.
+
+Nothing here logs request headers, bodies or credentials; error texts drop
+``user:password@`` from URLs.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import token_endpoint
+from oslo_config import cfg
+
+from scheduler.catalog import nova_api
+from scheduler.catalog.catalog import HostCatalog
+from scheduler.catalog.nova_api import NovaApiError, NovaSnapshot
+from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
+from scheduler.exceptions import ConfigurationError
+
+LOG = logging.getLogger(__name__)
+
+#: More hypervisor pages than this is a paging loop, not a cloud.
+MAX_HYPERVISOR_PAGES = 1000
+_URL_USERINFO_RE = re.compile(r'(//)[^/@\s]+@')
+
+
+def _redact(text: str) -> str:
+    return _URL_USERINFO_RE.sub(r'\1***@', text)
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.strip().split('.')
+    return int(major), int(minor)
+
+
+def check_microversion(value: str) -> str:
+    """``value`` if it is a compute microversion the sync can use; ConfigurationError if not."""
+    try:
+        version = _version(value)
+    except ValueError:
+        raise ConfigurationError(f'[{GROUP}] microversion must look like 2.87, '
+                                 f'got {value!r}') from None
+    if not _version(MIN_MICROVERSION) <= version <= _version(MAX_MICROVERSION):
+        raise ConfigurationError(
+            f'[{GROUP}] microversion {value} is outside {MIN_MICROVERSION}..{MAX_MICROVERSION}: '
+            f'hypervisor ids are compute node UUIDs from {MIN_MICROVERSION}, and 2.88 dropped '
+            f'cpu_info from GET /os-hypervisors/detail')
+    return value.strip()
+
+
+class NovaComputeReader:
+    """Reads one :class:`NovaSnapshot` through the compute API; thread-compatible."""
+
+    def __init__(self, adapter: Any, *, microversion: str, connect_timeout: float,
+                 read_timeout: float, page_size: int):
+        self._adapter = adapter
+        self._microversion = check_microversion(microversion)
+        self._timeout = (connect_timeout, read_timeout)
+        self._page_size = page_size
+
+    def read(self) -> NovaSnapshot:
+        """Aggregates, nova-compute services and every hypervisor page; NovaApiError on
+        any failure (then nothing was read, as far as the caller is concerned)."""
+        aggregates = nova_api.parse_aggregates(self._get('/os-aggregates'))
+        services, unknown = nova_api.parse_services(
+            self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY}))
+        hypervisors = []
+        marker: str | None = None
+        for _ in range(MAX_HYPERVISOR_PAGES):
+            params: dict[str, Any] = {'limit': self._page_size}
+            if marker:
+                params['marker'] = marker
+            body = self._get('/os-hypervisors/detail', params)
+            hypervisors.extend(nova_api.parse_hypervisors(body))
+            marker = nova_api.next_hypervisor_marker(body)
+            if marker is None:
+                break
+        else:
+            raise NovaApiError(f'GET /os-hypervisors/detail: more than {MAX_HYPERVISOR_PAGES} '
+                               f'pages of {self._page_size}; refusing to page on')
+        return NovaSnapshot(aggregates=tuple(aggregates), services=services,
+                            hypervisors=tuple(hypervisors), unknown_services=tuple(unknown))
+
+    def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self._adapter.get(
+                url, params=params, microversion=self._microversion, timeout=self._timeout,
+                headers={'Accept': 'application/json'}, raise_exc=False,
+                connect_retries=0, status_code_retries=0)
+        except (ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure) as e:
+            raise NovaApiError(f'no compute endpoint: {_redact(str(e))} (check [{GROUP}] '
+                               f'endpoint_override, service_type, valid_interfaces, '
+                               f'region_name)') from e
+        except ks_exc.ClientException as e:
+            # Connection failures, timeouts, and the identity service refusing us.
+            raise NovaApiError(f'GET {url}: {type(e).__name__}: {_redact(str(e))}') from e
+        if response.status_code != 200:
+            detail = _redact((response.text or '').strip().replace('\n', ' ')[:200])
+            hint = (' (the compute API does not offer this microversion)'
+                    if response.status_code == 406 else '')
+            raise NovaApiError(f'GET {url}: HTTP {response.status_code}{hint}: {detail}')
+        try:
+            return response.json()
+        except ValueError:
+            raise NovaApiError(f'GET {url}: the answer is not JSON') from None
+
+
+class NovaSync:
+    """Applies a fresh snapshot to ``catalog`` every ``interval`` seconds, on a thread."""
+
+    def __init__(self, catalog: HostCatalog, reader: NovaComputeReader, *, interval: float):
+        self._catalog = catalog
+        self._reader = reader
+        self._interval = interval
+        self._stop = threading.Event()
+        self._first_attempt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failures_in_a_row = 0
+        self.last_success: float | None = None  # time.monotonic()
+
+    def sync_once(self) -> bool:
+        """One read-and-apply; False (logged, catalog unchanged) when the read failed."""
+        mark = self._catalog.cast_mark()
+        started = time.monotonic()
+        try:
+            snapshot = self._reader.read()
+        except NovaApiError as e:
+            self.failures_in_a_row += 1
+            since = ('never synced' if self.last_success is None else
+                     f'data is {int(time.monotonic() - self.last_success)}s old')
+            LOG.warning('compute API sync failed (%d in a row; %s; keeping the last good '
+                        'data, next try in %ss): %s', self.failures_in_a_row, since,
+                        self._interval, e)
+            return False
+        self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
+        if snapshot.unknown_services:
+            LOG.warning('compute API sync: no data for %d compute service(s) in down cells '
+                        '(%s); they keep what the hosts file says', len(snapshot.unknown_services),
+                        ', '.join(sorted(snapshot.unknown_services)[:10]))
+        log = LOG.info if self.failures_in_a_row or self.last_success is None else LOG.debug
+        log('compute API sync: %d aggregates, %d compute services, %d hypervisors in %.1fs',
+            len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors),
+            time.monotonic() - started)
+        self.failures_in_a_row = 0
+        self.last_success = time.monotonic()
+        return True
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name='nova-api-sync', daemon=True)
+        self._thread.start()
+
+    def wait_for_first_attempt(self, timeout: float) -> bool:
+        """Whether the first read (successful or not) finished within ``timeout`` seconds."""
+        return self._first_attempt.wait(timeout)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop; a read in flight ends within its HTTP timeouts."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sync_once()
+            except Exception:  # noqa: BLE001 - the loop must outlive any bug in one round
+                LOG.exception('compute API sync: unexpected error; trying again next interval')
+            finally:
+                self._first_attempt.set()
+            self._stop.wait(self._interval)
+
+
+def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync | None:
+    """The sync ``[nova]`` asks for, or None when it is off (no auth_type, or interval 0).
+
+    ConfigurationError for options that cannot work (bad microversion, an auth
+    plugin that does not load); the service refuses to start then.
+    """
+    opts = conf[GROUP]
+    if not opts.auth_type:
+        LOG.info('[%s] auth_type is not set: host data comes from the hosts file and the '
+                 'fanout casts only (no compute API sync)', GROUP)
+        return None
+    if opts.sync_interval <= 0:
+        LOG.info('[%s] sync_interval is 0: compute API sync is off', GROUP)
+        return None
+    check_microversion(opts.microversion)
+    reader = NovaComputeReader(_load_adapter(conf), microversion=opts.microversion,
+                               connect_timeout=opts.connect_timeout,
+                               read_timeout=opts.read_timeout,
+                               page_size=opts.hypervisor_page_size)
+    LOG.info('compute API sync every %ss at microversion %s', opts.sync_interval,
+             opts.microversion)
+    return NovaSync(catalog, reader, interval=opts.sync_interval)
+
+
+def _load_adapter(conf: cfg.ConfigOpts) -> ks_adapter.Adapter:
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+    except (ks_exc.ClientException, cfg.Error) as e:
+        raise ConfigurationError(f'[{GROUP}] auth plugin cannot be loaded: {e}') from e
+    if isinstance(auth, token_endpoint.Token) and not auth.token:
+        raise ConfigurationError(f'[{GROUP}] auth_type = admin_token needs [{GROUP}] token')
+    try:
+        session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
+        return ks_loading.load_adapter_from_conf_options(
+            conf, GROUP, session=session, auth=auth, raise_exc=False,
+            client_name='placement-scheduler')
+    except (TypeError, ValueError, ks_exc.ClientException) as e:
+        raise ConfigurationError(f'[{GROUP}] invalid session/adapter options: {e}') from e

@@ -1,0 +1,120 @@
+"""Host data from Nova's compute API: a freshly started scheduler, with no hosts file
+and no cast yet, already knows an availability zone and a disabled compute service
+because it read them from a (fake, real-HTTP) compute API at start-up."""
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pytest
+from keystoneauth1 import loading as ks_loading
+
+from scheduler.catalog import HostCatalog
+from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.rpc.client import SchedulerClient
+from scheduler.rpc.transport import get_transport
+from scheduler.service import SchedulerService
+from tests.fixtures import nova_api_samples as samples
+from tests.fixtures.fake_nova import FakeNova
+from tests.fixtures.service import CELL, make_conf
+from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+
+NOVA_TOKEN = 'gAAAAA-nova-sync-secret-token-5d1e'
+AZ_AGGREGATE = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'aggregate:london'))
+
+
+@pytest.fixture
+def fake_nova():
+    nova = FakeNova(token=NOVA_TOKEN).start()
+    yield nova
+    nova.stop()
+
+
+@pytest.fixture
+def cloud(placement_client, fake_nova):
+    """Three hosts in Placement; Nova says one is in AZ london, one is disabled.
+
+    The disabled host is the biggest, so the weighers would choose it if the
+    scheduler did not know it is disabled; the AZ host is the smallest.
+    """
+    hosts = {
+        'disabled-host': add_host(placement_client, 'disabled-host', ram_mb=65536),
+        'plain-host': add_host(placement_client, 'plain-host', ram_mb=32768),
+        'az-host': add_host(placement_client, 'az-host', ram_mb=16384,
+                            aggregates=[AZ_AGGREGATE]),
+    }
+    fake_nova.aggregates = [samples.aggregate(1, AZ_AGGREGATE, 'london-az', ['az-host'],
+                                              {'availability_zone': 'london'})]
+    fake_nova.services = [samples.compute_service(name) for name in ('plain-host', 'az-host')]
+    fake_nova.services.append(samples.compute_service('disabled-host', disabled=True,
+                                                      reason='disk replacement'))
+    fake_nova.hypervisors = [samples.hypervisor(rp, name, name) for name, rp in hosts.items()]
+    return hosts
+
+
+@pytest.fixture
+def start_with_nova(placement, fake_nova):
+    started = []
+
+    def start() -> tuple[SchedulerService, SchedulerClient]:
+        topic = f'scheduler-test-{uuid.uuid4().hex[:8]}'
+        conf = make_conf(placement.url, 'fake://', **{'scheduler.rpc_topic': topic})
+        conf.register_opts(ks_loading.get_auth_plugin_conf_options('admin_token'), group='nova')
+        for name, value in {'auth_type': 'admin_token', 'token': NOVA_TOKEN,
+                            'endpoint': fake_nova.url, 'endpoint_override': fake_nova.url,
+                            'sync_interval': 3600, 'hypervisor_page_size': 2,
+                            'startup_sync_timeout': 60}.items():
+            conf.set_override(name, value, group='nova')
+        transport = get_transport(conf)
+        service = SchedulerService(conf, transport=transport,
+                                   catalog=HostCatalog(default_cell_uuid=CELL))
+        service.start()
+        started.append(service)
+        return service, SchedulerClient(transport, topic=topic, timeout=60)
+
+    yield start
+    for service in started:
+        service.stop()
+        service.wait()
+        service.transport.cleanup()
+
+
+def select(client: SchedulerClient, spec) -> str:
+    [selections] = client.select_destinations(CONTEXT, encode_request_spec(spec), new_uuids(1),
+                                              return_alternates=True)
+    return selections[0].service_host
+
+
+def test_a_started_scheduler_knows_nova_s_zones_and_disabled_hosts_before_any_cast(
+        cloud, fake_nova, start_with_nova, caplog):
+    caplog.set_level(logging.DEBUG)
+    service, client = start_with_nova()
+
+    assert select(client, boot_spec()) == 'plain-host'   # not the bigger, disabled one
+    assert select(client, boot_spec(availability_zone='london')) == 'az-host'
+
+    # All three pages of hypervisors (page size 2) at 2.87, with the planted token.
+    assert fake_nova.requests.count('/v2.1/os-hypervisors/detail') == 2
+    assert fake_nova.microversions_seen == {'compute 2.87'}
+    assert set(fake_nova.tokens_seen) == {NOVA_TOKEN}
+    assert NOVA_TOKEN not in caplog.text
+
+
+def test_a_failing_compute_api_keeps_the_last_good_data_until_it_answers_again(
+        cloud, fake_nova, start_with_nova, caplog):
+    caplog.set_level(logging.DEBUG)
+    service, client = start_with_nova()
+    sync = service.nova_sync
+
+    fake_nova.fail_with = 500
+    assert sync.sync_once() is False
+    assert 'HTTP 500' in caplog.text and 'keeping the last good data' in caplog.text
+    assert select(client, boot_spec(availability_zone='london')) == 'az-host'
+    assert select(client, boot_spec()) == 'plain-host'
+
+    # Back, and the operator re-enabled the big host meanwhile.
+    fake_nova.fail_with = None
+    fake_nova.services[-1] = samples.compute_service('disabled-host')
+    assert sync.sync_once() is True
+    assert select(client, boot_spec()) == 'disabled-host'
+    assert NOVA_TOKEN not in caplog.text

@@ -1,0 +1,130 @@
+"""Nova compute API JSON -> catalog records (scheduler.catalog.nova_api)."""
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+
+from scheduler.catalog import nova_api
+from scheduler.catalog.nova_api import NovaApiError
+from tests.fixtures import nova_api_samples as samples
+
+UTC = datetime.timezone.utc
+
+
+def test_aggregates_keep_uuid_id_name_hosts_and_string_metadata():
+    london, ssd = nova_api.parse_aggregates(samples.AGGREGATES)
+    assert (london.id, london.uuid, london.name, london.hosts) == (
+        1, samples.AGG_LONDON, 'london-az', ['compute1'])
+    assert london.availability_zone == 'london'
+    assert ssd.metadata == {'ssd': 'true', 'cpu_weight_multiplier': '2.0'}
+    assert ssd.hosts == ['compute1', 'compute2']
+
+
+def test_a_top_level_zone_missing_from_the_metadata_is_kept_as_metadata():
+    body = copy.deepcopy(samples.AGGREGATES)
+    body['aggregates'][0]['metadata'] = {}
+    assert nova_api.parse_aggregates(body)[0].availability_zone == 'london'
+
+
+@pytest.mark.parametrize('change, complaint', [
+    ({'uuid': None}, 'aggregates[0].uuid'),
+    ({'uuid': 'not-a-uuid'}, 'expected a UUID'),
+    ({'id': '1'}, 'aggregates[0].id'),
+    ({'metadata': {'ssd': True}}, 'aggregates[0].metadata.ssd'),
+    ({'hosts': 'compute1'}, 'aggregates[0].hosts'),
+])
+def test_a_malformed_aggregate_fails_the_whole_document_naming_the_field(change, complaint):
+    body = copy.deepcopy(samples.AGGREGATES)
+    body['aggregates'][0].update(change)
+    with pytest.raises(NovaApiError, match=complaint.replace('[', r'\[').replace(']', r'\]')):
+        nova_api.parse_aggregates(body)
+
+
+def test_a_body_without_the_expected_list_is_an_error():
+    with pytest.raises(NovaApiError, match='"aggregates" list'):
+        nova_api.parse_aggregates({'error': 'nope'})
+
+
+def test_services_are_compute_services_by_host_with_nova_s_verdict():
+    services, unknown = nova_api.parse_services(samples.SERVICES)
+    assert set(services) == {'compute1', 'compute2'}  # the scheduler service is not a host
+    assert unknown == []
+    up = services['compute1']
+    assert (up.up, up.disabled, up.forced_down, up.disabled_reason) == (True, False, False, None)
+    assert up.updated_at == datetime.datetime(2012, 10, 29, 13, 42, 5, tzinfo=UTC)
+    down = services['compute2']
+    assert (down.up, down.disabled, down.forced_down) == (False, True, True)
+    assert down.disabled_reason == 'hardware repair'
+
+
+def test_an_up_service_has_no_heartbeat_to_re_age_and_a_down_one_its_last():
+    services, _ = nova_api.parse_services(samples.SERVICES)
+    assert services['compute1'].last_seen_up is None
+    assert services['compute2'].last_seen_up == datetime.datetime(2012, 9, 18, 8, 3, 38,
+                                                                  tzinfo=UTC)
+    never = nova_api.ServiceState(host='h', up=False, updated_at=None)
+    assert never.last_seen_up == nova_api.NEVER
+
+
+def test_services_of_down_cells_are_reported_as_unknown_not_guessed():
+    body = {'services': [{'binary': 'nova-compute', 'host': 'lost1', 'zone': 'nova',
+                          'status': 'UNKNOWN'}]}
+    assert nova_api.parse_services(body) == ({}, ['lost1'])
+
+
+def test_one_host_name_in_two_cells_takes_the_more_cautious_state():
+    body = {'services': [samples.compute_service('twin'),
+                         samples.compute_service('twin', up=False, disabled=True, reason='r')]}
+    twin = nova_api.parse_services(body)[0]['twin']
+    assert (twin.up, twin.disabled, twin.disabled_reason) == (False, True, 'r')
+
+
+@pytest.mark.parametrize('change', [{'state': 'sideways'}, {'status': 'paused'},
+                                    {'forced_down': 'no'}, {'updated_at': 'yesterday'},
+                                    {'host': ''}])
+def test_a_malformed_compute_service_is_an_error(change):
+    body = {'services': [dict(samples.compute_service('h'), **change)]}
+    with pytest.raises(NovaApiError, match=r'services\[0\]'):
+        nova_api.parse_services(body)
+
+
+def test_hypervisors_give_provider_uuid_nodename_service_host_and_host_facts():
+    [node] = nova_api.parse_hypervisors({'hypervisors': [samples.HYPERVISOR_TEMPLATE]})
+    assert node.provider_uuid == samples.NODE1
+    assert (node.nodename, node.service_host) == ('compute1', 'compute1')
+    assert (node.host_ip, node.hypervisor_type, node.hypervisor_version) == (
+        '1.1.1.1', 'QEMU', 8002000)
+    assert node.cpu_info['topology'] == {'cores': 1, 'threads': 1, 'sockets': 4}
+
+
+def test_a_node_may_be_named_differently_from_its_service_host():
+    doc = samples.hypervisor(samples.NODE2, 'ironic-node-7', 'ironic-conductor-1')
+    [node] = nova_api.parse_hypervisors({'hypervisors': [doc]})
+    assert (node.nodename, node.service_host) == ('ironic-node-7', 'ironic-conductor-1')
+
+
+def test_cpu_info_as_the_pre_2_28_json_string_is_decoded():
+    doc = samples.hypervisor(samples.NODE1, 'c', 'c', cpu_info='{"arch": "aarch64"}')
+    assert nova_api.parse_hypervisors({'hypervisors': [doc]})[0].cpu_info == {'arch': 'aarch64'}
+
+
+def test_null_host_facts_are_not_reported_rather_than_empty():
+    doc = samples.hypervisor(samples.NODE1, 'c', 'c', host_ip=None, hypervisor_type=None,
+                             hypervisor_version=None, cpu_info=None)
+    [node] = nova_api.parse_hypervisors({'hypervisors': [doc]})
+    assert (node.host_ip, node.hypervisor_type, node.hypervisor_version, node.cpu_info) == (
+        None, None, None, {})
+
+
+def test_an_integer_hypervisor_id_means_a_microversion_below_2_53():
+    doc = dict(samples.HYPERVISOR_TEMPLATE, id=1)
+    with pytest.raises(NovaApiError, match='2.53'):
+        nova_api.parse_hypervisors({'hypervisors': [doc]})
+
+
+def test_the_next_link_gives_the_marker_and_the_last_page_has_none():
+    page = samples.hypervisors_page([samples.HYPERVISOR_TEMPLATE], next_marker=samples.NODE1)
+    assert nova_api.next_hypervisor_marker(page) == samples.NODE1
+    assert nova_api.next_hypervisor_marker(samples.hypervisors_page([])) is None
