@@ -45,6 +45,7 @@ from placement_client.models import (
     ResourceUsage,
 )
 from placement_client.query import AllocationCandidatesQuery
+from scheduler import metrics
 from scheduler.conf.placement import GROUP
 from scheduler.exceptions import ConfigurationError
 
@@ -228,6 +229,7 @@ class PlacementClient:
         return self._send(method, url, microversion=microversion, json=json, params=params,
                           request_id=request_id).response
 
+    @metrics.count_placement_errors
     def _send(self, method: str, url: str, *, microversion: str | None, json: Any = None,
               params: Any = None, request_id: str | None = None) -> _Outcome:
         opts = self._conf[GROUP]

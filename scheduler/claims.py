@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, ConsumerAllocations
+from scheduler import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Claimer:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
 
+    @metrics.stage('claim')
     def claim(self, instance_uuid: str, alloc_req: AllocationRequest, *, project_id: str,
               user_id: str, microversion: str, request_id: str | None,
               known: ConsumerAllocations | None = None) -> Claim:
@@ -118,8 +120,10 @@ class Claimer:
                     consumer_generation=generation, microversion=microversion,
                     request_id=request_id)
             except pexc.CapacityExceeded as exc:
+                metrics.claim_conflict('capacity')
                 raise ClaimFailed('capacity exceeded', exc.detail or '', known=known) from exc
             except pexc.ProviderGenerationConflict as exc:
+                metrics.claim_conflict('provider_generation')
                 last, tries = exc, tries + 1
                 LOG.debug('provider generation conflict claiming %s (attempt %d/%d)',
                           instance_uuid, tries, self.max_attempts)
@@ -129,6 +133,7 @@ class Claimer:
                 self.sleep(self.rng.uniform(0, self.retry_delay * 2 ** tries))
                 continue
             except pexc.ConsumerGenerationConflict as exc:
+                metrics.claim_conflict('consumer')
                 last = exc
                 if discovered:
                     tries += 1

@@ -8,6 +8,7 @@ credentials).
 """
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,15 @@ class RequestContext:
             'roles': list(self.roles), 'is_admin': self.is_admin, 'auth_token': self.auth_token,
         })
         return values
+
+    def redacted_copy(self) -> RequestContext:
+        """A copy without the token, and without a service catalog or auth
+        details the caller may have carried; oslo.messaging's notifier sends
+        this one (and drops the context altogether without this method)."""
+        secret = {'auth_token', 'service_catalog', 'user_auth_plugin', 'auth_token_info'}
+        return dataclasses.replace(self, auth_token=None, roles=list(self.roles),
+                                   extra={k: v for k, v in self.extra.items()
+                                          if k not in secret})
 
     def get_logging_values(self) -> dict[str, Any]:
         """What oslo.log's ContextFormatter asks a context for; without this it

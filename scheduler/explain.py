@@ -5,15 +5,29 @@ Every stage of a request records what it saw in a :class:`RequestTrace`
 afterwards). :func:`failure_reason` turns a trace into the one-line,
 bounded, secret-free reason that travels back in NoValidHost, and
 :func:`log_lines` into the detail that goes to the log.
+
+:func:`build_report` turns the trace of a dry run (``SchedulerManager.explain``)
+into an :class:`ExplainReport`: every stage with the hosts it removed and why,
+the weighed top hosts with each weigher's share, and the host that would be
+chosen. ``scheduler-manage explain`` prints it.
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.filters.handler import FilterStep
+    from scheduler.objects.selection import Selection
+    from scheduler.weights.base import Exclusion, WeighedHost
 
 #: Longest reason sent to the caller; Nova stores it in the instance fault.
 MAX_REASON_LENGTH = 512
 _MAX_QUERY_IN_REASON = 200
+#: Host names per reason in a NoValidHost reason when ``explain_host_names`` is on.
+MAX_NAMES_IN_REASON = 3
 
 
 @dataclass
@@ -27,6 +41,13 @@ class InstanceAttempt:
     hosts_after_filters: int = 0
     claim_failures: Counter = field(default_factory=Counter)   # reason -> count
     claimed_host: str | None = None
+    # The detail behind filter_steps (host names per reason) and the weighing, kept
+    # by reference: the manager built these lists anyway.
+    steps: list[FilterStep] = field(default_factory=list)
+    exclusions: list[Exclusion] = field(default_factory=list)
+    weighed: list[WeighedHost] = field(default_factory=list)
+    #: True when a forced host (without a check type) skipped the filters, as in Nova
+    filters_skipped: bool = False
 
 
 @dataclass
@@ -46,22 +67,62 @@ class RequestTrace:
         self.attempts.append(attempt)
         return attempt
 
+    @property
+    def truncated(self) -> bool:
+        """Placement may have had more candidates than the limit let through."""
+        return (self.limit is not None and self.candidates is not None
+                and self.candidates >= self.limit)
+
+
+def _limit_note(trace: RequestTrace) -> str:
+    """Said in a reason only when it matters: hosts beyond the limit were never seen."""
+    if not trace.truncated:
+        return ''
+    return (f'; Placement returned {trace.candidates} candidates (limit {trace.limit}: '
+            f'other hosts were not considered)')
+
 
 def _bounded(text: str, limit: int = MAX_REASON_LENGTH) -> str:
     return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
-def _filters_summary(attempt: InstanceAttempt) -> str:
+def _removed_names(attempt: InstanceAttempt) -> dict[tuple[str, str], list[str]]:
+    """(filter or weigher, reason) -> names of the hosts it removed."""
+    names: dict[tuple[str, str], list[str]] = {}
+    for step in attempt.steps:
+        for reason, hosts in step.removed.items():
+            names.setdefault((step.name, reason), []).extend(hosts)
+    for e in attempt.exclusions:
+        names.setdefault((e.weigher, e.reason), []).append(_label(e.host))
+    return names
+
+
+def _label(host: Any) -> str:
+    from scheduler.filters.base import host_label  # filters import the host state; keep lazy
+    return host_label(host)
+
+
+def _with_names(reason: str, names: list[str]) -> str:
+    if not names:
+        return reason
+    shown = ', '.join(names[:MAX_NAMES_IN_REASON])
+    more = len(names) - MAX_NAMES_IN_REASON
+    return f'{reason}: {shown}' + (f' +{more} more' if more > 0 else '')
+
+
+def _filters_summary(attempt: InstanceAttempt, *, host_names: bool = False) -> str:
+    names = _removed_names(attempt) if host_names else {}
     parts = []
     for name, _hosts_in, removed in attempt.filter_steps:
         count = sum(removed.values())
         if not count:
             continue
         if len(removed) == 1:
-            why = next(iter(removed))
+            reason = next(iter(removed))
+            why = _with_names(reason, names.get((name, reason), []))
         else:
-            why = '; '.join(f'{n} × {reason}' for reason, n in sorted(removed.items(),
-                                                                       key=lambda kv: -kv[1]))
+            why = '; '.join(f'{n} × {_with_names(reason, names.get((name, reason), []))}'
+                            for reason, n in sorted(removed.items(), key=lambda kv: -kv[1]))
         parts.append(f'{name} removed {count} ({why})')
     return '; '.join(parts)
 
@@ -73,15 +134,21 @@ def no_candidates_reason(trace: RequestTrace) -> str:
     return _bounded(f'Placement returned no allocation candidates for {query}')
 
 
-def failure_reason(trace: RequestTrace) -> str:
-    """The decisive stage, in one line (no host names: they may be sensitive)."""
+def failure_reason(trace: RequestTrace, *, host_names: bool = False) -> str:
+    """The decisive stage, in one line.
+
+    No host names unless ``host_names`` (``[scheduler] explain_host_names``):
+    the reason reaches the user's instance fault. When Placement's answer
+    was cut by the limit the line ends saying so, whatever its length.
+    """
     if trace.placement_error:
         return _bounded(trace.placement_error)
     if trace.candidates == 0:
         return no_candidates_reason(trace)
     failed = next((a for a in trace.attempts if a.claimed_host is None), None)
+    note = _limit_note(trace)
     if failed is None:
-        return _bounded('There are not enough hosts available.')
+        return _bounded('There are not enough hosts available.' + note)
     which = (f'instance {failed.index + 1} of {trace.num_instances}'
              if trace.num_instances > 1 else '')
     of = f'{which}: ' if which else ''
@@ -96,12 +163,12 @@ def failure_reason(trace: RequestTrace) -> str:
         earlier = total - failed.hosts_in
         if earlier:
             prefix += f'{earlier} excluded for earlier instances of this request; '
-        summary = _filters_summary(failed) or 'no hosts left'
-        return _bounded(f'{head}: {prefix}{summary}')
+        summary = _filters_summary(failed, host_names=host_names) or 'no hosts left'
+        return _bounded(f'{head}: {prefix}{summary}', MAX_REASON_LENGTH - len(note)) + note
     claims = ', '.join(f'{why}: {n}' for why, n in failed.claim_failures.most_common())
     return _bounded(
         f'{of}claims failed on all {failed.hosts_after_filters} hosts that passed the filters'
-        f' ({claims or "no candidate left to claim"})')
+        f' ({claims or "no candidate left to claim"})', MAX_REASON_LENGTH - len(note)) + note
 
 
 def log_lines(trace: RequestTrace) -> list[str]:
@@ -117,3 +184,137 @@ def log_lines(trace: RequestTrace) -> list[str]:
         lines.append(f'instance {a.index + 1}: {a.hosts_in} hosts; filters: {steps or "none"};'
                      f' claim failures: {claims or "none"}; chosen: {a.claimed_host or "-"}')
     return lines
+
+
+# ---------------------------------------------------------------- explain report
+#: Weighed hosts shown per instance unless asked otherwise.
+DEFAULT_TOP = 5
+
+
+@dataclass(frozen=True)
+class Removal:
+    """Hosts one filter (or weigher) removed for one reason."""
+
+    reason: str
+    hosts: list[str]
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """One filter, or a weigher that could not weigh some hosts, for one instance."""
+
+    name: str
+    kind: str                      # 'filter' or 'weigher'
+    hosts_in: int
+    hosts_out: int
+    removed: list[Removal]
+    #: why the filter did not run; None when it ran
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class WeighedReport:
+    host: str
+    nodename: str
+    weight: float
+    #: weigher name -> multiplier * normalised value (they sum to ``weight``)
+    contributions: dict[str, float]
+
+
+@dataclass(frozen=True)
+class InstanceReport:
+    index: int
+    hosts_in: int
+    stages: list[StageReport]
+    hosts_passed: int
+    #: the best ``top`` hosts by weight, best first; the chosen one may be another
+    #: (``host_subset_size`` picks at random among the best)
+    weighed: list[WeighedReport]
+    chosen: str | None
+    chosen_node: str | None
+    alternates: list[str]
+    #: why hosts that passed could not take the instance (e.g. full after earlier
+    #: instances of this request)
+    not_chosen: dict[str, int]
+    filters_skipped: bool = False
+
+
+@dataclass(frozen=True)
+class PlacementReport:
+    query: str | None
+    limit: int | None
+    candidates: int | None
+    hosts: int | None
+    truncated: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ExplainReport:
+    """What a request would get, stage by stage; nothing was claimed to find out."""
+
+    num_instances: int
+    request_filters: list[str]
+    placement: PlacementReport
+    #: Nova's host restrictions before the filters (destination, ignore/force hosts)
+    prefilter_removed: dict[str, int]
+    instances: list[InstanceReport]
+    #: the NoValidHost reason the caller would get; None when every instance is placed
+    reason: str | None
+    #: the exception class the caller would get (NoValidHost, InvalidInput), or None
+    error: str | None = None
+
+    @property
+    def placed(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data['placed'] = self.placed
+        return data
+
+
+def _stage_reports(attempt: InstanceAttempt) -> list[StageReport]:
+    stages = [StageReport(name=s.name, kind='filter', hosts_in=s.hosts_in,
+                          hosts_out=s.hosts_out,
+                          removed=[Removal(reason, list(hosts))
+                                   for reason, hosts in s.removed.items()],
+                          skipped=s.skipped)
+              for s in attempt.steps]
+    by_weigher: dict[str, dict[str, list[str]]] = {}
+    for e in attempt.exclusions:
+        by_weigher.setdefault(e.weigher, {}).setdefault(e.reason, []).append(_label(e.host))
+    hosts_in = len(attempt.weighed) + len(attempt.exclusions)
+    for name, removed in by_weigher.items():
+        out = hosts_in - sum(len(h) for h in removed.values())
+        stages.append(StageReport(name=name, kind='weigher', hosts_in=hosts_in, hosts_out=out,
+                                  removed=[Removal(r, h) for r, h in removed.items()]))
+        hosts_in = out
+    return stages
+
+
+def build_report(trace: RequestTrace, *, selections: Sequence[Sequence[Selection]] = (),
+                 error: Exception | None = None, top: int = DEFAULT_TOP) -> ExplainReport:
+    """The report of a dry run: ``selections`` per placed instance (first = chosen),
+    ``error`` the NoValidHost/InvalidInput the request would have got."""
+    instances = []
+    for i, attempt in enumerate(trace.attempts):
+        chosen = selections[i] if i < len(selections) and selections[i] else ()
+        instances.append(InstanceReport(
+            index=attempt.index, hosts_in=attempt.hosts_in, stages=_stage_reports(attempt),
+            hosts_passed=attempt.hosts_after_filters,
+            weighed=[WeighedReport(host=w.host.host, nodename=w.host.nodename,
+                                   weight=w.weight, contributions=dict(w.contributions))
+                     for w in attempt.weighed[:max(top, 0)]],
+            chosen=chosen[0].service_host if chosen else attempt.claimed_host,
+            chosen_node=chosen[0].nodename if chosen else None,
+            alternates=[s.service_host for s in chosen[1:]],
+            not_chosen=dict(attempt.claim_failures), filters_skipped=attempt.filters_skipped))
+    return ExplainReport(
+        num_instances=trace.num_instances, request_filters=list(trace.request_filters),
+        placement=PlacementReport(query=trace.query, limit=trace.limit,
+                                  candidates=trace.candidates, hosts=trace.hosts,
+                                  truncated=trace.truncated, error=trace.placement_error),
+        prefilter_removed=dict(trace.prefilter_removed), instances=instances,
+        reason=getattr(error, 'reason', None) or (str(error) if error else None),
+        error=type(error).__name__ if error is not None else None)

@@ -31,7 +31,7 @@ from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest, Candidates, ConsumerAllocations
 from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
-from scheduler import explain, group_claims
+from scheduler import explain, group_claims, metrics
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
 from scheduler.filters.handler import apply_filters
@@ -137,8 +137,9 @@ class SchedulerManager:
         """Place every instance or raise; returns the placements and the last
         host order (what alternates are chosen from)."""
         try:
-            trace.request_filters = run_request_filters(self.request_filters, spec,
-                                                        self.catalog, self.conf)
+            with metrics.stage('request_filters'):
+                trace.request_filters = run_request_filters(self.request_filters, spec,
+                                                            self.catalog, self.conf)
         except exc.RequestFilterFailed as e:
             raise exc.NoValidHost(reason=f'Scheduling failed: {e}') from e
         in_tree, multi_node = self._resolve_destination(context, spec)
@@ -155,11 +156,13 @@ class SchedulerManager:
         trace.query = translated.query.describe()
         trace.limit = translated.query.limit
 
-        candidates = self._allocation_candidates(context, translated.query, trace)
-        if fallback_query_needed(translated, self.conf):
-            candidates = self._with_fallback(context, spec, candidates, limit=limit,
-                                             in_tree=in_tree, trace=trace)
+        with metrics.stage('placement_query'):
+            candidates = self._allocation_candidates(context, translated.query, trace)
+            if fallback_query_needed(translated, self.conf):
+                candidates = self._with_fallback(context, spec, candidates, limit=limit,
+                                                 in_tree=in_tree, trace=trace)
         trace.candidates = len(candidates.allocation_requests)
+        metrics.CANDIDATES.observe(trace.candidates)
         if not candidates.allocation_requests:
             raise exc.NoValidHost(reason=explain.no_candidates_reason(trace))
         self._learn_provider_names(context, candidates)
@@ -205,7 +208,7 @@ class SchedulerManager:
                     chosen = self._claim_first(context, spec, ordered, instance_uuid, attempt,
                                                claim=claim)
                 if chosen is None:
-                    raise exc.NoValidHost(reason=explain.failure_reason(trace))
+                    raise exc.NoValidHost(reason=self._failure_reason(trace))
                 placed.append(chosen)
                 self._consume(spec, chosen)
         except Exception:
@@ -213,6 +216,40 @@ class SchedulerManager:
             self._rollback(context, placed)
             raise
         return placed, hosts
+
+    def explain(self, context: RequestContext, spec: RequestSpec, *,
+                top: int = explain.DEFAULT_TOP) -> explain.ExplainReport:
+        """The whole decision for ``spec`` as a dry run: nothing is claimed or written.
+
+        The same stages as :meth:`select_destinations` without instance uuids
+        (which claims nothing either), recorded in full: hosts per reason, the
+        weighed top ``top`` hosts with each weigher's share, the chosen host and
+        its alternates. A request that would fail gives a report with the
+        reason instead of raising; InvalidInput (a request that cannot be
+        translated) is raised as for a real call.
+        """
+        spec = copy.deepcopy(spec)
+        uuids: list[str | None] = [None] * max(spec.num_instances, 1)
+        trace = explain.RequestTrace(num_instances=len(uuids))
+        selections: list[list[Selection]] = []
+        error: Exception | None = None
+        try:
+            if spec.is_rebuild_check:
+                placed, remaining = self._rebuild_check(context, spec, uuids, trace=trace)
+            else:
+                placed, remaining = self._schedule(context, spec, uuids, claim=False,
+                                                   trace=trace)
+            selections = self._selections(spec, placed, remaining,
+                                          self.conf.scheduler.max_attempts - 1)
+        except exc.NoValidHost as nvh:
+            error = nvh
+        except (FilterError, WeigherError) as e:
+            error = _plugin_failure(e)
+        return explain.build_report(trace, selections=selections, error=error, top=top)
+
+    def _failure_reason(self, trace: explain.RequestTrace) -> str:
+        return explain.failure_reason(trace,
+                                      host_names=self.conf.scheduler.explain_host_names)
 
     # ------------------------------------------------------------------ stages
     def _allocation_candidates(self, context: RequestContext, query,
@@ -227,7 +264,7 @@ class SchedulerManager:
         except pexc.PlacementError as e:
             trace.placement_error = (f'Placement rejected the query ({e.status}): '
                                      f'{_short(e.detail or str(e))}')
-        raise exc.NoValidHost(reason=explain.failure_reason(trace))
+        raise exc.NoValidHost(reason=self._failure_reason(trace))
 
     def _resolve_destination(self, context: RequestContext,
                              spec: RequestSpec) -> tuple[str | None, bool]:
@@ -337,17 +374,23 @@ class SchedulerManager:
             LOG.debug('host forced without %s: filters skipped for %d host(s)',
                       NOVA_CHECK_TYPE, len(hosts))
             passed = list(hosts)
+            attempt.filters_skipped = True
         else:
-            run = apply_filters(self.filters, hosts, spec, instance_index=index, rebuild=rebuild)
+            with metrics.stage('filtering'):
+                run = apply_filters(self.filters, hosts, spec, instance_index=index,
+                                    rebuild=rebuild)
             for step in run.steps:
                 removed = {why: len(names) for why, names in step.removed.items()}
                 attempt.filter_steps.append((step.name, step.hosts_in, removed))
+            attempt.steps = run.steps
             passed = run.hosts
         attempt.hosts_after_filters = len(passed)
         if not passed:
             return []
         excluded: list[Exclusion] = []
-        weighed = weigh_hosts(self.weighers, passed, spec, excluded=excluded)
+        with metrics.stage('weighing'):
+            weighed = weigh_hosts(self.weighers, passed, spec, excluded=excluded)
+        attempt.weighed, attempt.exclusions = weighed, excluded
         if excluded:
             # A host a weigher cannot weigh is reported like a filtered one.
             attempt.filter_steps.extend(_exclusion_steps(excluded, len(passed)))

@@ -11,8 +11,9 @@ from oslo_messaging.rpc import dispatcher
 from placement_client import exceptions as pexc
 from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
-from scheduler import plugins
+from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
+from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
@@ -48,9 +49,13 @@ class SchedulerService:
     """
 
     def __init__(self, conf: cfg.ConfigOpts, *, transport: messaging.Transport | None = None,
-                 placement_client=None, catalog: HostCatalog | None = None):
+                 placement_client=None, catalog: HostCatalog | None = None,
+                 worker_index: int = 0,
+                 notification_transport: messaging.Transport | None = None):
         self.conf = conf
         self.catalog = catalog if catalog is not None else build_catalog(conf)
+        # Host data from Nova's compute API, when [nova] has credentials (None: off).
+        self.nova_sync = nova_sync_from_conf(conf, self.catalog)
         filters = plugins.load_filters(conf)
         weighers = plugins.load_weighers(conf)
         request_filters = load_request_filters(conf.scheduler.request_filters)
@@ -62,8 +67,14 @@ class SchedulerService:
                                         filters=filters, weighers=weighers,
                                         request_filters=request_filters, cleanups=self.cleanups)
         self.transport = transport or get_transport(conf)
+        self.notifier = notifications.from_conf(conf, notification_transport)
+        # Listening is the last thing that can fail at start-up (port taken).
+        self.metrics = metrics_server.from_conf(conf.scheduler.metrics_listen, worker_index)
+        if self.metrics is not None:
+            metrics.watch_catalog(self.catalog, self.cleanups)
         target = messaging.Target(topic=conf.scheduler.rpc_topic, server=conf.host)
-        endpoints = [SchedulerEndpoint(self.manager, self.catalog, decode_limits(conf)),
+        endpoints = [SchedulerEndpoint(self.manager, self.catalog, decode_limits(conf),
+                                       notifier=self.notifier),
                      BaseAPIEndpoint()]
         with warnings.catch_warnings():
             # Threading is what we want on every supported oslo.messaging; the newest
@@ -94,6 +105,16 @@ class SchedulerService:
         LOG.info('Placement reachable, max microversion %s', version)
 
     def start(self) -> None:
+        if self.metrics is not None:
+            self.metrics.start()
+        if self.nova_sync is not None:
+            # A bounded head start, so that the first calls already see Nova's
+            # aggregates and services; the sync never holds up a call after that.
+            self.nova_sync.start()
+            wait = self.conf.nova.startup_sync_timeout
+            if wait and not self.nova_sync.wait_for_first_attempt(wait):
+                LOG.warning('first compute API sync still running after %ss; taking calls '
+                            'with the hosts file and casts only until it finishes', wait)
         self.server.start()
 
     def stop(self) -> None:
@@ -104,3 +125,7 @@ class SchedulerService:
         """Return when every call in flight has been answered."""
         self.server.wait()
         self.cleanups.stop()
+        if self.nova_sync is not None:
+            self.nova_sync.stop()
+        if self.metrics is not None:
+            self.metrics.stop()

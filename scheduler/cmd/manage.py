@@ -42,14 +42,16 @@ def _log_level(verbosity: int) -> str:
 def _simulate(args: argparse.Namespace) -> int:
     from oslo_config import cfg
 
+    from scheduler.cmd import manage_simulate
     from scheduler.exceptions import ConfigurationError
     from scheduler.simulate import runner
 
     try:
-        summary = runner.run_simulation(hosts=args.hosts, requests=args.requests,
-                                        seed=args.seed, concurrency=args.concurrency,
+        inputs = manage_simulate.simulation_inputs(args, DEFAULT_REQUESTS)
+        summary = runner.run_simulation(hosts=args.hosts, seed=args.seed,
+                                        concurrency=args.concurrency,
                                         json_path=args.json, log_level=_log_level(args.verbose),
-                                        config_file=args.config_file)
+                                        config_file=args.config_file, **inputs)
     except (cfg.Error, ConfigurationError) as e:
         print(f'scheduler-manage simulate: error: {e}', file=sys.stderr)
         return EXIT_USAGE
@@ -57,6 +59,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from scheduler.cmd import manage_simulate
+
     parser = argparse.ArgumentParser(
         prog='scheduler-manage', description='Operator commands of placement-scheduler.')
     commands = parser.add_subparsers(dest='command', metavar='COMMAND')
@@ -71,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                     'NoValidHost.')
     simulate.add_argument('--hosts', type=_at_least(1), default=DEFAULT_HOSTS,
                           help='compute hosts in the synthetic cloud (default: %(default)s)')
-    simulate.add_argument('--requests', type=_at_least(0), default=DEFAULT_REQUESTS,
-                          help='boot requests to send (default: %(default)s)')
+    simulate.add_argument('--requests', type=_at_least(0), default=None,
+                          help=f'generated boot requests to send (default: {DEFAULT_REQUESTS} '
+                               'on the synthetic cloud; 0 with --workload, --fill, '
+                               '--snapshot or --from-placement)')
     simulate.add_argument('--seed', type=int, default=DEFAULT_SEED,
                           help='seed of the cloud and the workload (default: %(default)s)')
     simulate.add_argument('--concurrency', type=_at_least(1), default=DEFAULT_CONCURRENCY,
@@ -85,7 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
                                'replaced by the embedded ones')
     simulate.add_argument('--verbose', '-v', action='count', default=0,
                           help='log the service at INFO (-v) or DEBUG (-vv) to stderr')
+    manage_simulate.add_arguments(simulate)
     simulate.set_defaults(func=_simulate)
+
+    from scheduler.cmd import manage_explain
+    manage_explain.add_parser(commands, _at_least)
+
+    from scheduler.cmd import manage_status
+    manage_status.add_parser(commands)
     return parser
 
 

@@ -28,7 +28,7 @@ EXIT_CONFIG = 2
 _MIN_WORKER_LIFETIME = 5.0
 
 
-def run_worker(conf: cfg.ConfigOpts) -> int:
+def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0) -> int:
     """Serve until SIGTERM/SIGINT, then drain in-flight calls; returns the exit code."""
     from scheduler.service import SchedulerService  # after fork: own transport, threads
 
@@ -36,7 +36,7 @@ def run_worker(conf: cfg.ConfigOpts) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        service = SchedulerService(conf)
+        service = SchedulerService(conf, worker_index=worker_index)
     except exc.ConfigurationError as e:
         LOG.error('cannot start: %s', e)
         return EXIT_CONFIG
@@ -60,20 +60,23 @@ class Supervisor:
         self.conf = conf
         self.workers = workers
         self.children: dict[int, float] = {}   # pid -> start time
+        # pid -> worker index: a replacement takes the index (and metrics port) it replaces
+        self.indexes: dict[int, int] = {}
         self.stopping = False
 
-    def _spawn(self) -> None:
+    def _spawn(self, index: int) -> None:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
             code = 1
             try:
-                code = run_worker(self.conf)
+                code = run_worker(self.conf, index)
             except Exception:
                 LOG.exception('worker crashed')
             finally:
                 logging.shutdown()
                 os._exit(code)
         self.children[pid] = time.monotonic()
+        self.indexes[pid] = index
 
     def _terminate(self, *_args) -> None:
         self.stopping = True
@@ -86,8 +89,8 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._terminate)
         signal.signal(signal.SIGINT, self._terminate)
-        for _ in range(self.workers):
-            self._spawn()
+        for index in range(self.workers):
+            self._spawn(index)
         LOG.info('supervising %d workers: %s', self.workers, sorted(self.children))
         deadline: float | None = None
         code = 0
@@ -105,6 +108,7 @@ class Supervisor:
                 time.sleep(0.2)
                 continue
             started = self.children.pop(pid, time.monotonic())
+            index = self.indexes.pop(pid, 0)
             exit_code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 continue
@@ -117,7 +121,7 @@ class Supervisor:
             if time.monotonic() - started < _MIN_WORKER_LIFETIME:
                 time.sleep(_MIN_WORKER_LIFETIME)
             if not self.stopping:
-                self._spawn()
+                self._spawn(index)
         return code
 
 

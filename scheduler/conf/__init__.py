@@ -19,6 +19,8 @@ from oslo_log import log
 from scheduler.conf import (
     filter_scheduler,
     metrics,
+    notifications,
+    nova,
     opts,
     placement,
     scheduler,
@@ -39,6 +41,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     filter_scheduler.register_opts(conf)
     metrics.register_opts(conf)
     placement.register_opts(conf)
+    nova.register_opts(conf)
+    notifications.register_opts(conf)
     workarounds.register_opts(conf)
     log.register_options(conf)
     _register_messaging_opts(conf)

@@ -10,12 +10,22 @@ from __future__ import annotations
 import oslo_messaging
 from oslo_config import cfg
 
-from scheduler.conf import filter_scheduler, metrics, placement, scheduler, service, workarounds
+from scheduler.conf import (
+    filter_scheduler,
+    metrics,
+    notifications,
+    nova,
+    placement,
+    scheduler,
+    service,
+    workarounds,
+)
 
 # Nova's exchange: conductor sends to "nova", not oslo.messaging's "openstack".
 CONTROL_EXCHANGE = 'nova'
 
-_MODULES = (service, scheduler, filter_scheduler, metrics, placement, workarounds)
+_MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, notifications,
+            workarounds)
 
 
 def set_defaults() -> None:

@@ -162,9 +162,22 @@ service_opts = [
     cfg.FloatOpt('cleanup_retry_interval', default=5.0, min=0.1,
                  help='How often, in seconds, allocations whose roll-back failed (Placement '
                       'unreachable while undoing a partial request) are deleted again.'),
+    cfg.StrOpt('metrics_listen', default=None,
+               help='Where each worker serves Prometheus metrics (``host:port``, '
+                    '``[addr]:port`` for IPv6) at ``/metrics``. Unset (the default): no '
+                    'metrics endpoint. With several workers, worker N listens on port + N; '
+                    'port 0 lets each worker take a free port (logged). The endpoint has no '
+                    'authentication: bind it to an address only the monitoring system '
+                    'reaches.'),
     cfg.StrOpt('rpc_topic', default='scheduler',
                help="The RPC topic to consume from. Nova's clients send to ``scheduler``; "
                     'change it only to run a second, separate scheduler.'),
+    cfg.BoolOpt('explain_host_names', default=False,
+                help='Name the hosts a filter removed (a few per reason) in the NoValidHost '
+                     'reason sent to the caller. Nova stores that reason in the instance '
+                     'fault, which the user who asked may read: host names tell them about '
+                     'the cloud\'s layout, so they are left out unless this is on. The log '
+                     'and ``scheduler-manage explain`` name hosts either way.'),
 ]
 
 

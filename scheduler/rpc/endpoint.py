@@ -23,6 +23,7 @@ from typing import Any
 import oslo_messaging as messaging
 
 from scheduler import exceptions as exc
+from scheduler import metrics
 from scheduler.context import RequestContext
 from scheduler.objects import codec
 from scheduler.objects.selection import Selection
@@ -43,16 +44,27 @@ class SchedulerEndpoint:
 
     target = messaging.Target(version='4.5')
 
-    def __init__(self, manager, catalog, limits: codec.DecodeLimits):
+    def __init__(self, manager, catalog, limits: codec.DecodeLimits, notifier=None):
         self._manager = manager
         self._catalog = catalog
         self._limits = limits
+        # scheduler.notifications.SelectDestinationsNotifier, or None: notifications off
+        self._notifier = notifier
 
     @messaging.expected_exceptions(*exc.EXPECTED_RPC_ERRORS)
     def select_destinations(self, ctxt: RequestContext, request_spec: Any = None,
                             filter_properties: Any = None, spec_obj: Any = _UNSET,
                             instance_uuids: Any = None, return_objects: Any = False,
                             return_alternates: Any = False, **extra: Any) -> list:
+        with metrics.request():
+            return self._select_destinations(
+                ctxt, request_spec, filter_properties, spec_obj, instance_uuids,
+                return_objects, return_alternates, extra)
+
+    def _select_destinations(self, ctxt: RequestContext, request_spec: Any,
+                             filter_properties: Any, spec_obj: Any, instance_uuids: Any,
+                             return_objects: Any, return_alternates: Any,
+                             extra: dict[str, Any]) -> list:
         _reject_unknown('select_destinations', extra)
         if spec_obj is _UNSET or spec_obj is None:
             # RPC 4.0-4.2: Nova's RequestSpec.from_primitives; such callers send no
@@ -70,12 +82,18 @@ class SchedulerEndpoint:
                             ('return_alternates', return_alternates)):
             if not isinstance(value, bool):
                 raise exc.InvalidInput(reason=f'select_destinations: {name} must be a boolean')
+        if self._notifier is not None:
+            self._notifier.start(ctxt, spec)
         # Encoding happens inside the manager's rollback guard: an answer that
         # cannot be encoded must not leave its claims behind.
-        return self._manager.select_destinations(
+        answer = self._manager.select_destinations(
             ctxt, spec, uuids, return_objects=return_objects,
             return_alternates=return_alternates,
             finish=_encode_objects if return_objects else _encode_legacy)
+        if self._notifier is not None:
+            # As in Nova: no .end for a request that failed.
+            self._notifier.end(ctxt, spec)
+        return answer
 
     # Fanout casts: errors are logged, never raised (nobody waits for a cast).
     def update_aggregates(self, ctxt: RequestContext, aggregates: Any = None, **extra: Any) -> None:

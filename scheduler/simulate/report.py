@@ -436,3 +436,40 @@ def render(summary: Summary) -> str:
                                     'ok (one consumer per placed instance, no provider over '
                                     'capacity, no disabled host used, no errors)'))
     return '\n'.join(lines)
+
+
+# Chart ---------------------------------------------------------------------------------
+
+CHART_WIDTH = 40
+
+
+def _bar(share: float, width: int, fill: str = '#', empty: str = '.') -> str:
+    """A bar of ``width`` characters; any non-zero share shows at least one ``fill``."""
+    share = min(max(share, 0.0), 1.0)
+    filled = round(share * width)
+    if share > 0 and filled == 0:
+        filled = 1
+    return fill * filled + empty * (width - filled)
+
+
+def render_chart(u: Utilisation, width: int = CHART_WIDTH) -> str:
+    """Plain-text utilisation chart: one bar per resource class (used of capacity), then,
+    per class, how many hosts sit in each usage band. No colour, no terminal codes."""
+    lines = [f'Utilisation chart ({u.hosts} hosts; # used, . free):']
+    for rc in REPORTED_CLASSES:
+        total = u.totals.get(rc, {'used': 0, 'capacity': 0})
+        share = total['used'] / total['capacity'] if total['capacity'] else 0.0
+        lines.append(f'  {rc:<10} [{_bar(share, width)}] {_pct(share):>4}  '
+                     f'{total["used"]}/{total["capacity"]}')
+    labels = [label for _, label in BANDS] + [OVER_CAPACITY]
+    for rc in REPORTED_CLASSES:
+        counts = u.bands.get(rc, {})
+        most = max(counts.values(), default=0)
+        lines.append(f'  hosts by {rc} usage:')
+        for label in labels:
+            n = counts.get(label, 0)
+            if label == OVER_CAPACITY and not n:
+                continue
+            bar = _bar(n / most if most else 0.0, width, empty=' ').rstrip()
+            lines.append(f'    {label:>7} |{bar} {n}')
+    return '\n'.join(lines)

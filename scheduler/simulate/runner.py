@@ -9,20 +9,25 @@ summary reports what Placement holds, not what the scheduler believes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import IO, Any
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from scheduler import exceptions as exc
-from scheduler.simulate import report
+from scheduler.objects.spec import Aggregate
+from scheduler.simulate import capacity, report, snapshot
 from scheduler.simulate.cloud import CloudSpec, SyntheticCloud, generate_cloud, seed_cloud
 from scheduler.simulate.workload import BootRequest, WorkloadSpec, generate_workload
+from scheduler.simulate.workload_file import WorkloadFile
 
 LOG = logging.getLogger(__name__)
 
@@ -190,46 +195,125 @@ def _say(stream: IO[str], text: str) -> None:
     stream.flush()
 
 
+@dataclass(frozen=True)
+class CloudSource:
+    """Where the simulated cloud comes from: the synthetic cloud (neither field), a saved
+    snapshot file, or a read-only snapshot of the Placement in the configuration."""
+
+    snapshot_path: str | None = None
+    from_placement: bool = False
+
+    def __post_init__(self) -> None:
+        if self.snapshot_path and self.from_placement:
+            raise ValueError('a snapshot file or the configured Placement, not both')
+
+
 def run_simulation(hosts: int = 100, requests: int = 200, seed: int = 42, concurrency: int = 4,
                    json_path: str | None = None, log_level: str | int = 'WARNING', *,
                    config_file: str | None = None, out: IO[str] | None = None,
-                   err: IO[str] | None = None) -> report.Summary:
-    """Run one simulation; prints progress to ``err`` and the summary to ``out``."""
+                   err: IO[str] | None = None, source: CloudSource | None = None,
+                   workload_file: WorkloadFile | None = None,
+                   save_snapshot: str | None = None, chart: bool = False) -> report.Summary:
+    """Run one simulation; prints progress to ``err`` and the summary to ``out``.
+
+    With ``workload_file`` the file's entries follow the generated stream (``requests``
+    may be 0), one boot at a time, and the summary gains the capacity answer."""
     out = out or sys.stdout
     err = err or sys.stderr
     if concurrency < 1:
         raise ValueError(f'concurrency must be at least 1, not {concurrency}')
-    cloud = generate_cloud(CloudSpec(hosts=hosts, seed=seed))
-    workload = generate_workload(WorkloadSpec(requests=requests, seed=seed,
-                                              availability_zones=cloud.availability_zones))
+    source = source or CloudSource()
     with _stderr_logging(log_level, err):
         # Inside: oslo.log's option registration puts a bare stderr handler on a root
         # logger that has none, and every line would then show twice. Configuration
         # errors still surface before anything is started.
         conf = build_conf(config_file)
-        summary = _run(conf, cloud, workload, seed=seed, concurrency=concurrency, err=err)
+        cloud: SyntheticCloud | None = None
+        snap: snapshot.CloudSnapshot | None = None
+        if source.from_placement:
+            snap = _snapshot_of_configured_placement(conf, err)
+        elif source.snapshot_path:
+            snap = snapshot.load(source.snapshot_path)
+            _say(err, f'snapshot {source.snapshot_path}: {len(snap.providers)} providers')
+        else:
+            cloud = generate_cloud(CloudSpec(hosts=hosts, seed=seed))
+        zones = (cloud.availability_zones if cloud is not None else
+                 tuple(a.availability_zone for a in snap.nova_aggregates  # type: ignore[union-attr]
+                       if a.availability_zone))
+        workload = generate_workload(WorkloadSpec(requests=requests, seed=seed,
+                                                  availability_zones=zones))
+        summary, capacity_report = _run(
+            conf, cloud, snap, workload, workload_file, seed=seed, concurrency=concurrency,
+            err=err, save_snapshot=save_snapshot)
     _say(out, report.render(summary))
+    if capacity_report is not None:
+        _say(out, capacity.render(capacity_report))
+    if chart or capacity_report is not None:
+        _say(out, report.render_chart(summary.utilisation))
     if json_path:
-        report.write_json(summary, json_path)
+        body = report.to_json(summary)
+        if capacity_report is not None:
+            body['capacity'] = capacity.to_json(capacity_report)
+        with open(json_path, 'w', encoding='utf-8') as f:
+            json.dump(body, f, indent=2, sort_keys=True)
+            f.write('\n')
         _say(err, f'summary written to {json_path}')
     return summary
 
 
-def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud, workload: list[BootRequest], *,
-         seed: int, concurrency: int, err: IO[str]) -> report.Summary:
+def _snapshot_of_configured_placement(conf: cfg.ConfigOpts,
+                                      err: IO[str]) -> snapshot.CloudSnapshot:
+    """Read-only: the client built from the file's [placement] sends GET requests only."""
+    from placement_client.client import PlacementClient
+    from placement_client.exceptions import PlacementError
+
+    try:
+        snap = snapshot.take_snapshot(PlacementClient.from_conf(conf),
+                                      source='placement of --config-file')
+    except PlacementError as e:
+        raise snapshot.SnapshotError(f'cannot read the configured Placement: {e}') from None
+    _say(err, f'snapshot of the configured Placement: {len(snap.providers)} providers, '
+              f'{sum(1 for p in snap.providers if p.usages)} with usage')
+    return snap
+
+
+def _populate(seeder: Any, cloud: SyntheticCloud | None, snap: snapshot.CloudSnapshot | None,
+              err: IO[str]) -> tuple[tuple[Aggregate, ...], int, int]:
+    """Write the cloud into the embedded Placement; (Nova aggregates, hosts, disabled)."""
+    if cloud is not None:
+        seed_cloud(seeder, cloud)
+        disabled = sum(h.disabled for h in cloud.hosts)
+        _say(err, f'seeded {len(cloud.hosts)} hosts, {len(cloud.aggregates)} aggregates '
+                  f'({len(cloud.availability_zones)} availability zones), {disabled} disabled')
+        return cloud.aggregates, len(cloud.hosts), disabled
+    assert snap is not None
+    snapshot.replay(seeder, snap)
+    roots = snap.roots
+    disabled = sum(1 for p in roots if 'COMPUTE_STATUS_DISABLED' in p.traits)
+    _say(err, f'replayed {len(snap.providers)} providers ({len(roots)} hosts, '
+              f'{disabled} disabled) from the snapshot')
+    return snap.nova_aggregates, len(roots), disabled
+
+
+def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud | None,
+         snap: snapshot.CloudSnapshot | None, workload: list[BootRequest],
+         workload_file: WorkloadFile | None, *, seed: int, concurrency: int, err: IO[str],
+         save_snapshot: str | None = None
+         ) -> tuple[report.Summary, capacity.CapacityReport | None]:
     # Imported here: the embedded Placement and the service pull in heavy modules
     # that `scheduler-manage --help` must not pay for.
     from placement_client.client import PlacementClient
-    from scheduler.catalog import HostCatalog
     from scheduler.rpc.client import SchedulerClient
     from scheduler.rpc.transport import get_transport
-    from scheduler.service import SchedulerService
+    from scheduler.service import SchedulerService, build_catalog
     from scheduler.simulate.embedded_placement import EmbeddedPlacement
 
     phases: dict[str, float] = {}
     clock = time.monotonic
     t = clock()
     placement = EmbeddedPlacement().start()
+    capacity_report = None
+    capacity_collector = report.Collector(None)
     try:
         # One embedded database per process: start from an empty cloud.
         placement.wipe()
@@ -239,18 +323,17 @@ def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud, workload: list[BootRequest
         use_placement(conf, placement.url)
         seeder = PlacementClient.from_conf(conf)
         t = clock()
-        seed_cloud(seeder, cloud)
+        aggregates, host_count, disabled = _populate(seeder, cloud, snap, err)
         phases['seed'] = clock() - t
-        zones = len(cloud.availability_zones)
-        disabled = sum(h.disabled for h in cloud.hosts)
-        _say(err, f'seeded {len(cloud.hosts)} hosts, {len(cloud.aggregates)} aggregates '
-                  f'({zones} availability zones), {disabled} disabled '
-                  f'({phases["seed"]:.1f} s)')
+        if save_snapshot:
+            saved = snap or snapshot.take_snapshot(
+                seeder, source=f'synthetic cloud, seed {seed}', nova_aggregates=aggregates)
+            snapshot.save(saved, save_snapshot)
+            _say(err, f'snapshot written to {save_snapshot}')
 
         t = clock()
-        catalog = HostCatalog(default_cell_uuid=conf.scheduler.default_cell_uuid,
-                              default_availability_zone=conf.default_availability_zone)
-        catalog.update_aggregates(list(cloud.aggregates))
+        catalog = build_catalog(conf)
+        catalog.update_aggregates(list(aggregates))
         transport = get_transport(conf, url=TRANSPORT_URL)
         service = SchedulerService(conf, transport=transport, catalog=catalog)
         service.start()
@@ -258,12 +341,25 @@ def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud, workload: list[BootRequest
         try:
             client = SchedulerClient(transport, topic=conf.scheduler.rpc_topic,
                                      timeout=RPC_TIMEOUT)
-            instances = sum(r.num_instances for r in workload)
-            _say(err, f'sending {len(workload)} requests ({instances} instances) '
-                      f'from {concurrency} client threads')
-            collector = report.Collector(report.Progress(len(workload), err))
             t = clock()
-            run_workload(client, workload, concurrency, collector)
+            collector = report.Collector(report.Progress(len(workload), err))
+            if workload or workload_file is None:
+                instances = sum(r.num_instances for r in workload)
+                _say(err, f'sending {len(workload)} requests ({instances} instances) '
+                          f'from {concurrency} client threads')
+                run_workload(client, workload, concurrency, collector)
+            if workload_file is not None:
+                _say(err, 'sending the workload file one boot at a time')
+                # After the generated stream (if any): its indexes continue the stream's.
+
+                def send(request: BootRequest) -> report.Outcome:
+                    outcome = _send(client, request)
+                    capacity_collector.add(outcome)
+                    return outcome
+
+                capacity_report = capacity.run_entries(workload_file, send,
+                                                       catalog.availability_zone,
+                                                       first_index=len(workload))
             phases['requests'] = clock() - t
         finally:
             service.stop()
@@ -276,9 +372,24 @@ def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud, workload: list[BootRequest
     finally:
         placement.stop()
 
-    scenario = report.Scenario(hosts=len(cloud.hosts), requests=len(workload), seed=seed,
-                               concurrency=concurrency,
-                               availability_zones=len(cloud.availability_zones),
-                               disabled_hosts=sum(h.disabled for h in cloud.hosts))
-    return report.summarise(collector.outcomes, usages, scenario=scenario,
-                            wall_time_s=phases['requests'], phases=phases)
+    if snap is not None:
+        # The snapshot's usage rides on one consumer per provider: not an instance.
+        baseline = snapshot.usage_consumers(snap)
+        usages = [dataclasses.replace(u, consumers=u.consumers - baseline) for u in usages]
+    outcomes = collector.outcomes + capacity_collector.outcomes
+    scenario = report.Scenario(hosts=host_count, requests=len(outcomes), seed=seed,
+                               concurrency=concurrency if workload else 1,
+                               availability_zones=sum(1 for a in aggregates
+                                                      if a.availability_zone),
+                               disabled_hosts=disabled)
+    summary = report.summarise(outcomes, usages, scenario=scenario,
+                               wall_time_s=phases['requests'], phases=phases)
+    if snap is not None:
+        # A real cloud may already be over capacity (an inventory shrunk under its
+        # usage); that is the cloud's state, not something the simulation did.
+        before = {p.name for p in snap.providers
+                  if any(n > p.capacity(rc) for rc, n in p.usages.items())}
+        still = [n for n in summary.utilisation.over_capacity if n not in before]
+        summary = dataclasses.replace(summary, utilisation=dataclasses.replace(
+            summary.utilisation, over_capacity=still))
+    return summary, capacity_report

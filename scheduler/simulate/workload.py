@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,8 @@ class BootRequest:
     availability_zone: str | None = None
     group_uuid: str | None = None
     request_id: str = field(default='')
+    #: Flavor extra specs beyond the ``trait:`` ones of ``required_traits``.
+    extra_specs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def num_instances(self) -> int:
@@ -103,7 +106,8 @@ class BootRequest:
         return ' '.join(parts)
 
     def request_spec(self) -> RequestSpec:
-        extra_specs = {f'trait:{t}': 'required' for t in self.required_traits}
+        extra_specs = dict(self.extra_specs)
+        extra_specs.update({f'trait:{t}': 'required' for t in self.required_traits})
         flavor = Flavor(id=self.flavor.id, flavorid=str(self.flavor.id), name=self.flavor.name,
                         memory_mb=self.flavor.memory_mb, vcpus=self.flavor.vcpus,
                         root_gb=self.flavor.root_gb, ephemeral_gb=0, swap=0, rxtx_factor=1.0,

@@ -32,9 +32,11 @@ def test_help_exits_0(capsys):
 
 def test_simulate_defaults():
     args = build_parser().parse_args(['simulate'])
-    assert (args.hosts, args.requests, args.seed, args.concurrency) == (
-        manage.DEFAULT_HOSTS, manage.DEFAULT_REQUESTS, manage.DEFAULT_SEED,
-        manage.DEFAULT_CONCURRENCY)
+    assert (args.hosts, args.seed, args.concurrency) == (
+        manage.DEFAULT_HOSTS, manage.DEFAULT_SEED, manage.DEFAULT_CONCURRENCY)
+    # None: DEFAULT_REQUESTS on the synthetic cloud, 0 for capacity questions
+    # (tests/unit/test_manage_simulate.py).
+    assert args.requests is None
     assert args.json is None and args.config_file is None and args.verbose == 0
 
 
@@ -61,7 +63,9 @@ def test_simulate_passes_its_arguments_and_exits_1_when_placement_disagrees(monk
     assert main(['simulate', '--hosts', '3', '--requests', '4', '--seed', '5',
                  '--concurrency', '2', '--json', '/tmp/x.json', '-v']) == 0
     assert seen == {'hosts': 3, 'requests': 4, 'seed': 5, 'concurrency': 2,
-                    'json_path': '/tmp/x.json', 'log_level': 'INFO', 'config_file': None}
+                    'json_path': '/tmp/x.json', 'log_level': 'INFO', 'config_file': None,
+                    'source': runner.CloudSource(), 'workload_file': None,
+                    'save_snapshot': None, 'chart': False}
     monkeypatch.setattr(runner, 'run_simulation',
                         lambda **kw: _Summary(['disabled hosts got instances: cn-1']))
     assert main(['simulate']) == manage.EXIT_INCONSISTENT
