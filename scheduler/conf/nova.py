@@ -8,8 +8,9 @@ plugin the sync is off, whatever ``sync_interval`` says.
 """
 from __future__ import annotations
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+
+from scheduler.conf.ksa import list_ksa_opts, register_ksa_group
 
 GROUP = 'nova'
 
@@ -55,25 +56,8 @@ ADAPTER_DEFAULTS = {'service_type': 'compute', 'valid_interfaces': ['internal', 
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # A fresh OptGroup per ConfigOpts, as in conf/placement.py (shared groups leak overrides).
-    conf.register_group(cfg.OptGroup(GROUP, title=nova_group.title, help=nova_group.help))
-    conf.register_opts(nova_opts, group=GROUP)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
-    ks_loading.register_adapter_conf_options(conf, GROUP, include_deprecated=False)
-    for name, value in ADAPTER_DEFAULTS.items():
-        conf.set_default(name, value, group=GROUP)
+    register_ksa_group(conf, nova_group, nova_opts, ADAPTER_DEFAULTS)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    adapter_opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
-    cfg.set_defaults(adapter_opts, **ADAPTER_DEFAULTS)
-    return {
-        nova_group: (
-            nova_opts
-            + ks_loading.get_session_conf_options()
-            + ks_loading.get_auth_common_conf_options()
-            + ks_loading.get_auth_plugin_conf_options('password')
-            + adapter_opts
-        )
-    }
+    return list_ksa_opts(nova_group, nova_opts, ADAPTER_DEFAULTS)

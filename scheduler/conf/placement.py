@@ -7,8 +7,9 @@ service's own: explicit timeouts and a bounded retry policy.
 """
 from __future__ import annotations
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+
+from scheduler.conf.ksa import list_ksa_opts, register_ksa_group
 
 GROUP = 'placement'
 
@@ -43,30 +44,8 @@ ADAPTER_DEFAULTS = {'service_type': 'placement', 'valid_interfaces': ['internal'
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # A fresh OptGroup for every ConfigOpts: oslo.config registers only a shallow
-    # copy of the group, so a shared module-level one would make every ConfigOpts
-    # share (and leak) option overrides.
-    conf.register_group(cfg.OptGroup(GROUP, title=placement_group.title,
-                                     help=placement_group.help))
-    conf.register_opts(placement_opts, group=GROUP)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
-    ks_loading.register_adapter_conf_options(conf, GROUP, include_deprecated=False)
-    for name, value in ADAPTER_DEFAULTS.items():
-        conf.set_default(name, value, group=GROUP)
+    register_ksa_group(conf, placement_group, placement_opts, ADAPTER_DEFAULTS)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    # keystoneauth builds new option objects on every call, so the defaults
-    # set in register_opts() must be applied again for the sample to show them.
-    adapter_opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
-    cfg.set_defaults(adapter_opts, **ADAPTER_DEFAULTS)
-    return {
-        placement_group: (
-            placement_opts
-            + ks_loading.get_session_conf_options()
-            + ks_loading.get_auth_common_conf_options()
-            + ks_loading.get_auth_plugin_conf_options('password')
-            + adapter_opts
-        )
-    }
+    return list_ksa_opts(placement_group, placement_opts, ADAPTER_DEFAULTS)
