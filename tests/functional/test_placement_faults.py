@@ -12,7 +12,6 @@ in-process transport only; the broker's own faults are in test_rabbit_restart.py
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from scheduler import exceptions as exc
 from scheduler.objects.spec_encoder import encode_request_spec
 from tests.fixtures import fault_proxy as fp
+from tests.fixtures.processes import wait_for
 from tests.functional.cloud import (
     CONTEXT,
     add_host,
@@ -44,14 +44,6 @@ def proxy(placement) -> Iterator[fp.FaultProxy]:
 def select(running, spec, uuids):
     return running.client.select_destinations(CONTEXT, encode_request_spec(spec), uuids,
                                               return_alternates=False)
-
-
-def eventually(predicate, what: str, timeout: float = 15.0) -> None:
-    """Background work (the clean-up thread) takes a moment: wait, bounded."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f'timed out waiting for {what}'
-        time.sleep(0.05)
 
 
 def outcomes(proxy: fp.FaultProxy, method: str | None = None,
@@ -185,8 +177,8 @@ def test_placement_failing_mid_request_leaves_no_allocation_once_it_is_back(
 
     proxy.set_mode(fp.PASS)                 # Placement is back
 
-    eventually(lambda: not consumers_with_allocations(placement_client, hosts),
-               'the failed roll-back to be retried')
+    wait_for(lambda: not consumers_with_allocations(placement_client, hosts),
+               'the failed roll-back to be retried', timeout=15)
     assert running.service.cleanups.pending() == set()
     assert outcomes(proxy, 'DELETE')[-1] == 'answered'
 

@@ -9,7 +9,6 @@ again; the service process is never restarted.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -23,6 +22,7 @@ from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
 from tests.fixtures import fault_proxy as fp
 from tests.fixtures import rabbit_node
+from tests.fixtures.processes import wait_for
 from tests.fixtures.service import CELL, REQUIRE_RABBIT, make_conf
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
 
@@ -51,16 +51,6 @@ def private_rabbit() -> Iterator[rabbit_node.PrivateRabbit]:
         yield node
     finally:
         node.shutdown()
-
-
-def eventually(predicate, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f'timed out waiting for {what}'
-        time.sleep(0.1)
 
 
 def test_a_broker_restart_fails_the_call_in_flight_cleanly_and_the_service_serves_again(
@@ -95,7 +85,7 @@ def test_a_broker_restart_fails_the_call_in_flight_cleanly_and_the_service_serve
 
         caller = threading.Thread(target=call)
         caller.start()
-        eventually(proxy.in_progress, 'the call to reach Placement')
+        wait_for(proxy.in_progress, 'the call to reach Placement')
 
         private_rabbit.stop_app()
         try:
@@ -116,7 +106,7 @@ def test_a_broker_restart_fails_the_call_in_flight_cleanly_and_the_service_serve
                 return False
             return True
 
-        eventually(answers, 'the service to reconnect to the restarted broker')
+        wait_for(answers, 'the service to reconnect to the restarted broker')
         [instance] = new_uuids(1)
         [selections] = client.select_destinations(CONTEXT, encode_request_spec(boot_spec()),
                                                   [instance])

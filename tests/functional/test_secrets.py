@@ -24,7 +24,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -38,6 +37,7 @@ from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
 from tests.fixtures.fake_keystone import FakeKeystone
+from tests.fixtures.processes import wait_for
 from tests.fixtures.service import CELL, RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
 
@@ -120,16 +120,6 @@ max_retries = 1
     return path
 
 
-def wait_for(predicate, what: str, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f'timed out waiting for {what}'
-        time.sleep(0.2)
-
-
 def spec_with_cell_secrets(**flavor):
     cell = CellMapping(
         uuid=CELL, name='cell1',
@@ -166,7 +156,7 @@ def test_a_full_request_at_debug_logs_no_token_password_or_credential(
             except Exception:  # noqa: BLE001 - not up yet
                 return None
 
-        wait_for(answers, 'the service to answer ping')
+        wait_for(answers, 'the service to answer ping', timeout=90)
 
         [instance] = new_uuids(1)
         [selections] = client.select_destinations(context, spec_with_cell_secrets(),
