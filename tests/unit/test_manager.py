@@ -17,7 +17,6 @@ from placement_client import exceptions as pexc
 from scheduler import exceptions as exc
 from scheduler import explain
 from scheduler.catalog import HostCatalog
-from scheduler.claims import PendingCleanups
 from scheduler.context import RequestContext
 from scheduler.filters.base import BaseHostFilter
 from scheduler.manager import SchedulerManager
@@ -79,37 +78,6 @@ class FailsOnRun(BaseHostFilter):
         if self.runs == self.n:
             raise RuntimeError('plugin bug')
         return list(hosts)
-
-
-@pytest.fixture
-def fake() -> FakePlacement:
-    return FakePlacement()
-
-
-@pytest.fixture
-def make_manager(fake):
-    """Builds managers on ``fake``; ``manager.sleeps`` records the claim back-offs."""
-    built: list[SchedulerManager] = []
-
-    def build(*, filters=(), scheduler=None, filter_scheduler=None, catalog=None,
-              seed=0, placement=None) -> SchedulerManager:
-        conf = make_conf(scheduler=scheduler, filter_scheduler=filter_scheduler)
-        weigher = RAMWeigher()
-        weigher.conf = conf
-        client = placement or fake
-        manager = SchedulerManager(
-            conf, placement=client,
-            catalog=catalog or HostCatalog(default_cell_uuid=CELL1),
-            filters=list(filters), weighers=[weigher], request_filters=[],
-            cleanups=PendingCleanups(client, interval=3600), rng=random.Random(seed))
-        manager.sleeps = []
-        manager.claimer.sleep = manager.sleeps.append
-        built.append(manager)
-        return manager
-
-    yield build
-    for manager in built:
-        manager.cleanups.stop()
 
 
 def select(manager, request_spec, instance_uuids, **kwargs):

@@ -9,21 +9,16 @@ host skips the filters unless a check type is set.
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
 from placement_client.models import AllocationRequest
 from scheduler import exceptions as exc
-from scheduler.catalog import HostCatalog
-from scheduler.claims import PendingCleanups
 from scheduler.context import RequestContext
 from scheduler.filters.base import BaseHostFilter, FilterResult
-from scheduler.manager import SchedulerManager
 from scheduler.objects.spec import Destination, RequestGroup
-from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_conf, make_spec
-from tests.unit.fake_placement import FakePlacement, unavailable
+from tests.unit.builders import make_spec
+from tests.unit.fake_placement import unavailable
 
 CELL = '00000000-0000-4000-8000-0000000000c1'
 PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
@@ -64,32 +59,6 @@ class NeedsFreeRam(BaseHostFilter):
         if host_state.free_ram_mb >= self.minimum_mb:
             return FilterResult.ok()
         return FilterResult.fail(f'free RAM below {self.minimum_mb} MB')
-
-
-@pytest.fixture
-def fake() -> FakePlacement:
-    return FakePlacement()
-
-
-@pytest.fixture
-def make_manager(fake):
-    built: list[SchedulerManager] = []
-
-    def build(*, filters=(), scheduler=None, catalog=None) -> SchedulerManager:
-        conf = make_conf(scheduler=scheduler)
-        weigher = RAMWeigher()
-        weigher.conf = conf
-        manager = SchedulerManager(
-            conf, placement=fake, catalog=catalog or HostCatalog(default_cell_uuid=CELL),
-            filters=list(filters), weighers=[weigher], request_filters=[],
-            cleanups=PendingCleanups(fake, interval=3600), rng=random.Random(0))
-        manager.claimer.sleep = lambda seconds: None
-        built.append(manager)
-        return manager
-
-    yield build
-    for manager in built:
-        manager.cleanups.stop()
 
 
 def select(manager, request_spec, instance_uuids, **kwargs):
