@@ -114,3 +114,8 @@ class WeigherError(SchedulerError):
         self.weigher_name = weigher_name
         self.detail = detail
         super().__init__(f'weigher {weigher_name} failed: {detail}')
+
+
+class HostDataError(SchedulerError):
+    """Host NUMA topology or PCI pool data (a cell database row, a hosts file
+    entry) is not what Nova writes; the message names the field."""

@@ -16,20 +16,29 @@ free-capacity figure Placement enforces.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from placement_client.models import AllocationRequest, Candidates, ProviderSummary
+from scheduler.objects.numa import HostNUMATopology
+from scheduler.objects.pci import HostPciStats
 from scheduler.objects.spec import Aggregate
 
 # Trait that marks a provider tree as a sharing provider, not a compute host.
 SHARING_TRAIT = 'MISC_SHARES_VIA_AGGREGATE'
 
 
-@dataclass
+@dataclass(slots=True)
 class HostRecord:
-    """What the HostCatalog knows about one compute node (all optional but names)."""
+    """What the HostCatalog knows about one compute node (all optional but names).
+
+    Records are never modified in place (the catalog replaces them), and the
+    hosts-file reader shares equal values between records (one ``cpu_info``
+    dict for every host of a CPU model): at tens of thousands of hosts that is
+    most of a worker's memory. Plugins read them through HostState and must
+    not modify them either.
+    """
 
     nodename: str
     service_host: str
@@ -46,6 +55,9 @@ class HostRecord:
     supported_instances: list[tuple[str, str, str]] = field(default_factory=list)
     stats: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    # Cell database or hosts file (doc/host-data.md); None: no source has them.
+    numa_topology: HostNUMATopology | None = None
+    pci_pools: HostPciStats | None = None
 
 
 class HostState:
@@ -93,8 +105,13 @@ class HostState:
         self.cpu_allocation_ratio = 1.0
         self.ram_allocation_ratio = 1.0
         self.disk_allocation_ratio = 1.0
-        self.numa_topology = None
-        self.pci_stats = None
+        self.numa_topology = record.numa_topology
+        self.pci_stats = record.pci_pools
+        #: id(allocation request) -> filter name -> what consume() applies when that
+        #: candidate is placed (candidate filters: NUMA cells, PCI devices it takes).
+        self.candidate_usage: dict[int, dict[str, Callable[[HostState], None]]] = {}
+        #: Called with this HostState after consume(); a HostTable keeps its columns in step.
+        self.on_consume: Callable[[HostState], None] | None = None
         # Capacity and usage per resource class over the whole tree, and the
         # tree's providers (for consume()).
         self.tree_providers: set[str] = set()
@@ -185,6 +202,15 @@ class HostState:
         self.num_io_ops += 1
         if instance_uuid:
             self.instances[instance_uuid] = {'uuid': instance_uuid}
+        # Nova's consume_from_request also fits the instance into the host's NUMA
+        # cells and PCI pools; the candidate filters said what this candidate takes.
+        # Other candidates' entries are stale now: the filters record them again.
+        usage = self.candidate_usage.get(id(allocation_request), {})
+        self.candidate_usage = {}
+        for apply_usage in usage.values():
+            apply_usage(self)
+        if self.on_consume is not None:
+            self.on_consume(self)
 
     def __repr__(self) -> str:
         return (f'HostState({self.host!r}, {self.nodename!r}, ram={self.free_ram_mb}MB, '

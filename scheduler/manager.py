@@ -36,7 +36,8 @@ from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
 from scheduler.filters.handler import apply_filters
 from scheduler.host_state import HostState, build_host_states
-from scheduler.objects.selection import Selection
+from scheduler.host_table import HostTable
+from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.request.filters import run_request_filters
 from scheduler.request.translate import build_query, fallback_query_needed
@@ -545,7 +546,10 @@ class SchedulerManager:
             allocation_request=alloc_req.dumps() if with_request else 'null',
             allocation_request_version=(ALLOCATION_CANDIDATES_MICROVERSION
                                         if with_request else None),
-            availability_zone=host.availability_zone)
+            availability_zone=host.availability_zone,
+            # Nova's SchedulerLimits.from_dict(host.limits): NUMATopologyFilter's limits
+            # for the compute node's own claim.
+            limits=SchedulerLimits(numa_topology=host.limits.get('numa_topology')))
 
 
 def _plugin_failure(error: Exception) -> exc.NoValidHost:

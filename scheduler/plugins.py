@@ -45,13 +45,10 @@ ALL_WEIGHERS = frozenset({'nova.scheduler.weights.all_weighers', 'all'})
 
 # The one place that lists Nova 34 plugins we do not ship yet, with what a
 # deployment loses while they are missing. A name that gets an entry point
-# is loaded normally even if it is still listed here.
-NOVA_FILTERS_NOT_SHIPPED: Mapping[str, str] = {
-    'NUMATopologyFilter': 'NUMA topology fit',
-    'PciPassthroughFilter': 'PCI device availability',
-}
-# Every Nova 34 weigher ships (scheduler/weights/); the mapping stays for the
-# loader's "not implemented yet" path.
+# is loaded normally even if it is still listed here. Every Nova 34 filter and
+# weigher ships (scheduler/filters/, scheduler/weights/); the mappings stay for
+# the loader's "not implemented yet" path.
+NOVA_FILTERS_NOT_SHIPPED: Mapping[str, str] = {}
 NOVA_WEIGHERS_NOT_SHIPPED: Mapping[str, str] = {}
 
 P = TypeVar('P', BaseHostFilter, BaseHostWeigher)

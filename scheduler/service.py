@@ -13,6 +13,7 @@ from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
 from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
+from scheduler.catalog.cell_db import cell_db_sync_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
@@ -56,6 +57,8 @@ class SchedulerService:
         self.catalog = catalog if catalog is not None else build_catalog(conf)
         # Host data from Nova's compute API, when [nova] has credentials (None: off).
         self.nova_sync = nova_sync_from_conf(conf, self.catalog)
+        # NUMA topologies and PCI pools from Nova's cell databases (None: off).
+        self.cell_db_sync = cell_db_sync_from_conf(conf, self.catalog)
         filters = plugins.load_filters(conf)
         weighers = plugins.load_weighers(conf)
         request_filters = load_request_filters(conf.scheduler.request_filters)
@@ -115,6 +118,12 @@ class SchedulerService:
             if wait and not self.nova_sync.wait_for_first_attempt(wait):
                 LOG.warning('first compute API sync still running after %ss; taking calls '
                             'with the hosts file and casts only until it finishes', wait)
+        if self.cell_db_sync is not None:
+            self.cell_db_sync.start()
+            wait = self.conf.cell_database.startup_sync_timeout
+            if wait and not self.cell_db_sync.wait_for_first_attempt(wait):
+                LOG.warning('first cell database read still running after %ss; taking calls '
+                            'with the hosts file\'s NUMA and PCI data until it finishes', wait)
         self.server.start()
 
     def stop(self) -> None:
@@ -127,5 +136,7 @@ class SchedulerService:
         self.cleanups.stop()
         if self.nova_sync is not None:
             self.nova_sync.stop()
+        if self.cell_db_sync is not None:
+            self.cell_db_sync.stop()
         if self.metrics is not None:
             self.metrics.stop()

@@ -14,6 +14,9 @@ this service has none (DESIGN.md principle 3) and keeps them here, fed by
 * an optional periodic sync through Nova's compute API
   (:mod:`scheduler.catalog.nova_sync`), applied as a whole by
   :meth:`HostCatalog.apply_nova_snapshot`;
+* an optional, read-only periodic read of Nova's cell databases
+  (:mod:`scheduler.catalog.cell_db`: NUMA topologies and PCI pools), applied as
+  a whole by :meth:`HostCatalog.apply_cell_db_nodes`;
 * provider names learned from Placement, for providers the file does not list.
 
 Precedence (doc/host-data.md):
@@ -30,6 +33,9 @@ Precedence (doc/host-data.md):
   has the node (matched by provider uuid, else by nodename); the file supplies
   everything else (cell, supported_instances, stats, metrics) and everything
   for nodes the snapshot does not have. Casts carry no host data.
+* NUMA topology and PCI pools: the cell databases' when they have the node
+  (by provider uuid, else nodename), else the file's. The cell databases also
+  give the service host of nodes the compute API snapshot does not have.
 
 Every method takes the one lock; casts arrive on RPC threads while requests
 read. Returned containers are new; the Aggregate and HostRecord objects in them
@@ -41,9 +47,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid, read_hosts_file
 from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot
 from scheduler.exceptions import CatalogError
@@ -77,6 +84,22 @@ class _NovaLayer:
         self.aggregates = {a.uuid: a for a in snapshot.aggregates}
 
 
+class _CellDbLayer:
+    """The compute nodes read from the cell databases, indexed; never mutated."""
+
+    def __init__(self, nodes: Iterable[ComputeNodeData]):
+        self.by_provider = {n.provider_uuid: n for n in nodes}
+        self.by_nodename: dict[str, ComputeNodeData] = {}
+        for node in self.by_provider.values():
+            if node.nodename:
+                self.by_nodename.setdefault(node.nodename, node)
+
+    def find(self, provider_uuid: str | None, nodename: str) -> ComputeNodeData | None:
+        if provider_uuid is not None:
+            return self.by_provider.get(provider_uuid)
+        return self.by_nodename.get(nodename)
+
+
 class HostCatalog:
     def __init__(self, *, default_cell_uuid: str, default_availability_zone: str = 'nova'):
         try:
@@ -95,6 +118,7 @@ class HostCatalog:
         self._cast_seq = 0
         self._cast_seq_by_uuid: dict[str, int] = {}
         self._nova = _NovaLayer(NovaSnapshot(), 0)
+        self._cell_db = _CellDbLayer(())
         # Instances per service host, for hosts whose full list we know
         # (insertion-ordered dicts used as sets).
         self._instances: dict[str, dict[str, None]] = {}
@@ -112,12 +136,16 @@ class HostCatalog:
 
     def load_file(self, path: str) -> None:
         """Replace everything the previous file said; on error nothing changes."""
-        content = read_hosts_file(path, default_cell_uuid=self._default_cell_uuid)
-        layer = _FileLayer(content, path)
+        self.load_content(read_hosts_file(path, default_cell_uuid=self._default_cell_uuid),
+                          path)
+
+    def load_content(self, content: HostsFileContent, source: str) -> None:
+        """Replace the file layer with ``content`` (a parsed hosts file from ``source``)."""
+        layer = _FileLayer(content, source)
         with self._lock:
             self._file = layer
             self._rebuild_aggregates()
-        LOG.info('host catalog loaded %s: %d hosts, %d aggregates, %d cells', path,
+        LOG.info('host catalog loaded %s: %d hosts, %d aggregates, %d cells', source,
                  len(content.hosts), len(content.aggregates), len(content.cells))
 
     # Hosts -----------------------------------------------------------------------------
@@ -134,14 +162,36 @@ class HostCatalog:
             record, _ = self._resolve(provider_uuid, provider_name)
         return record
 
+    def host_rows(self, provider_uuids: Sequence[str]
+                  ) -> list[tuple[HostRecord, tuple[Aggregate, ...], tuple[str, ...], bool]]:
+        """Per root provider, in order: its record (as :meth:`record_for_provider`),
+        its aggregates, the uuids of its instances, and whether instance info was
+        ever reported (:meth:`has_instance_info`), read under one lock: one
+        consistent view of the catalog for a whole request, at a cost per host
+        low enough for tens of thousands of hosts."""
+        rows = []
+        with self._lock:
+            aggregates_by_host = self._aggregates_by_host
+            instances = self._instances
+            for provider_uuid in provider_uuids:
+                record, _ = self._resolve(provider_uuid, None)
+                host = record.service_host
+                on_host = instances.get(host)
+                rows.append((record, aggregates_by_host.get(host, ()),
+                             tuple(on_host) if on_host is not None else (),
+                             on_host is not None))
+        return rows
+
     def provider_name(self, provider_uuid: str) -> str | None:
         with self._lock:
             name = self._provider_names.get(provider_uuid)
             if name is None:
                 record = self._file.by_provider.get(provider_uuid)
                 hypervisor = self._nova.by_provider.get(provider_uuid)
+                node = self._cell_db.by_provider.get(provider_uuid)
                 name = (record.nodename if record else
-                        hypervisor.nodename if hypervisor else None)
+                        hypervisor.nodename if hypervisor else
+                        node.nodename if node else None)
         return name
 
     def remember_provider_names(self, names: Mapping[str, str]) -> None:
@@ -154,7 +204,8 @@ class HostCatalog:
         with self._lock:
             return {u for u in uuids
                     if u not in self._provider_names and u not in self._file.by_provider
-                    and u not in self._nova.by_provider}
+                    and u not in self._nova.by_provider
+                    and u not in self._cell_db.by_provider}
 
     def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
         """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced
@@ -304,6 +355,14 @@ class HostCatalog:
         LOG.debug('compute API snapshot applied: %d aggregates, %d services, %d hypervisors',
                   len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors))
 
+    # Nova cell databases ----------------------------------------------------------------
+    def apply_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:
+        """Replace what the cell databases said (every cell's last good read), atomically."""
+        layer = _CellDbLayer(nodes)
+        with self._lock:
+            self._cell_db = layer
+        LOG.debug('cell database nodes applied: %d', len(layer.by_provider))
+
     # Introspection ---------------------------------------------------------------------
     def snapshot_stats(self) -> dict:
         with self._lock:
@@ -322,6 +381,7 @@ class HostCatalog:
                 'nova_aggregates': len(self._nova.aggregates),
                 'nova_services': len(self._nova.snapshot.services),
                 'nova_hypervisors': len(self._nova.by_provider),
+                'cell_db_nodes': len(self._cell_db.by_provider),
             }
 
     # Internals (callers hold the lock) -------------------------------------------------
@@ -332,7 +392,9 @@ class HostCatalog:
         if record is not None:
             return self._with_nova(record), True
         hypervisor = self._nova.by_provider.get(provider_uuid)
-        name = (hypervisor.nodename if hypervisor else None) or provider_name \
+        node = self._cell_db.by_provider.get(provider_uuid)
+        name = (hypervisor.nodename if hypervisor else None) \
+            or (node.nodename if node else None) or provider_name \
             or self._provider_names.get(provider_uuid)
         if name is not None:
             record = self._file.by_nodename.get(name)
@@ -345,7 +407,8 @@ class HostCatalog:
             provider_uuid=provider_uuid)), False
 
     def _with_nova(self, record: HostRecord) -> HostRecord:
-        """``record`` with the fields the latest compute API snapshot reports."""
+        """``record`` with the fields the latest compute API snapshot and the cell
+        databases report."""
         if record.provider_uuid is not None:
             hypervisor = self._nova.by_provider.get(record.provider_uuid)
         else:
@@ -360,6 +423,14 @@ class HostCatalog:
                     changes[name] = value
             if hypervisor.cpu_info:
                 changes['cpu_info'] = dict(hypervisor.cpu_info)
+        node = self._cell_db.find(record.provider_uuid, record.nodename)
+        if node is not None:
+            if hypervisor is None and node.service_host:
+                changes['service_host'] = node.service_host
+            if node.numa_topology is not None:
+                changes['numa_topology'] = node.numa_topology
+            if node.pci_stats is not None:
+                changes['pci_pools'] = node.pci_stats
         service = self._nova.snapshot.services.get(
             changes.get('service_host', record.service_host))
         if service is not None:
@@ -378,6 +449,9 @@ class HostCatalog:
         # Providers known by uuid (from Nova first, then learned from Placement)
         # but not in the file by uuid: the file names them by nodename, or not at all.
         known: dict[str, str] = {u: h.nodename for u, h in self._nova.by_provider.items()}
+        for provider_uuid, node in self._cell_db.by_provider.items():
+            if node.nodename:
+                known.setdefault(provider_uuid, node.nodename)
         for provider_uuid, name in self._provider_names.items():
             known.setdefault(provider_uuid, name)
         by_name: dict[str, str] = {}

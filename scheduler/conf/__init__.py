@@ -1,10 +1,10 @@
 """Configuration: registering every option the service reads, and parsing.
 
 One module per option group (``scheduler``, ``filter_scheduler``, ``metrics``,
-``placement``, ``workarounds``, and ``service`` for ``[DEFAULT]``); ``opts`` feeds
-oslo-config-generator. Options of oslo.log and oslo.messaging are registered
-here too, so a parsed configuration can be validated and read before any
-transport exists.
+``placement``, ``nova``, ``pci``, ``cell_database``, ``notifications``, ``workarounds``,
+and ``service`` for ``[DEFAULT]``); ``opts`` feeds oslo-config-generator. Options of
+oslo.log and oslo.messaging are registered here too, so a parsed configuration can be
+validated and read before any transport exists.
 """
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ from oslo_config import cfg
 from oslo_log import log
 
 from scheduler.conf import (
+    cell_database,
     filter_scheduler,
     metrics,
     notifications,
     nova,
     opts,
+    pci,
     placement,
     scheduler,
     service,
@@ -42,6 +44,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     metrics.register_opts(conf)
     placement.register_opts(conf)
     nova.register_opts(conf)
+    pci.register_opts(conf)
+    cell_database.register_opts(conf)
     notifications.register_opts(conf)
     workarounds.register_opts(conf)
     log.register_options(conf)

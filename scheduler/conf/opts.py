@@ -11,10 +11,12 @@ import oslo_messaging
 from oslo_config import cfg
 
 from scheduler.conf import (
+    cell_database,
     filter_scheduler,
     metrics,
     notifications,
     nova,
+    pci,
     placement,
     scheduler,
     service,
@@ -24,8 +26,8 @@ from scheduler.conf import (
 # Nova's exchange: conductor sends to "nova", not oslo.messaging's "openstack".
 CONTROL_EXCHANGE = 'nova'
 
-_MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, notifications,
-            workarounds)
+_MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, pci, cell_database,
+            notifications, workarounds)
 
 
 def set_defaults() -> None:

@@ -171,3 +171,38 @@ def translate_pinning(flavor: Flavor, image_props: Mapping[str, Any]) -> Pinning
     return Pinning(vcpu=vcpu, pcpu=pcpu,
                    hyperthreading=_HYPERTHREADING_BY_THREAD_POLICY.get(thread_policy or ''),
                    dedicated=cpu_policy == DEDICATED)
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The CPU policies a flavor and image settle on, and which vCPUs are pinned."""
+
+    cpu_policy: str | None
+    thread_policy: str | None
+    emulator_threads_policy: str | None
+    pinned_vcpus: frozenset[int]
+
+
+def resolve_policies(flavor: Flavor, image_props: Mapping[str, Any]) -> Policies:
+    """Nova's choice between flavor and image policies (``nova.virt.hardware``), with the
+    vCPUs that get dedicated host CPUs: all of them for ``dedicated``, the dedicated
+    (else realtime) mask for ``mixed``, none otherwise. RequestTranslationError where
+    Nova's API would refuse the combination."""
+    extra_specs = flavor.extra_specs or {}
+    cpu_policy = _choose_cpu_policy(extra_specs.get('hw:cpu_policy') or None,
+                                    image_props.get('hw_cpu_policy') or None)
+    thread_policy = _choose_thread_policy(extra_specs.get('hw:cpu_thread_policy') or None,
+                                          image_props.get('hw_cpu_thread_policy') or None)
+    emulator_policy = _emulator_threads_policy(extra_specs)
+    pinned: set[int] = set()
+    if cpu_policy == DEDICATED:
+        pinned = set(range(flavor.vcpus))
+    elif cpu_policy == MIXED:
+        pinned = (_dedicated_cpus(flavor)
+                  or _realtime_cpus(flavor, image_props, emulator_policy) or set())
+        if not pinned:
+            raise RequestTranslationError(
+                'hw:cpu_policy=mixed needs hw:cpu_dedicated_mask or a realtime mask '
+                '(hw:cpu_realtime with hw:cpu_realtime_mask) to say which vCPUs are pinned')
+    return Policies(cpu_policy=cpu_policy, thread_policy=thread_policy,
+                    emulator_threads_policy=emulator_policy, pinned_vcpus=frozenset(pinned))

@@ -4,22 +4,25 @@ Nova's rule: a host weighs ``100 - min(free PCI devices, 99)``, so hosts with
 fewer free devices win. Requests without PCI devices avoid PCI hosts; requests
 with them stack on the hosts already in use and leave whole hosts free.
 
-What this service knows: nothing yet. Nova reads the free devices from the PCI
-pools nova-compute writes to its database; this service has no such source
-(``HostState.pci_stats`` stays None), so every host counts as having no free
-device, every host weighs the same, and the weigher does not change the order.
-When a source fills ``pci_stats`` (an object with ``pools``, each a mapping
-with a ``count``, like Nova's PciDeviceStats), the rule applies unchanged.
+The free devices are the ``count`` of each pool in ``HostState.pci_stats``
+(Nova's PciDeviceStats shape), which come from the PCI pools nova-compute
+writes to its cell database (``[cell_database] connections``) or from the
+hosts file (``pci_pools``). A host with no pools known counts as having no
+free device, as a host without PCI devices does in Nova.
 """
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+import numpy as np
+from oslo_config import cfg
+
 from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -36,9 +39,15 @@ def free_pci_devices(host_state: HostState) -> int:
 
 class PCIWeigher(BaseHostWeigher):
     def check_configuration(self) -> None:
-        if self.require_conf().filter_scheduler.pci_weight_multiplier:
-            LOG.info('PCIWeigher: this service knows no PCI device pools; every host counts '
-                     'as having no free PCI device, so the weigher does not change the order')
+        conf = self.require_conf()
+        try:
+            cell_databases = list(conf.cell_database.connections or ())
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+            cell_databases = []
+        if conf.filter_scheduler.pci_weight_multiplier and not cell_databases:
+            LOG.info('PCIWeigher: [cell_database] connections is empty, so PCI device pools '
+                     'come only from the hosts file (pci_pools); a host without them counts '
+                     'as having no free PCI device')
 
     def weight_multiplier(self, host_state: HostState) -> float:
         return get_weight_multiplier(

@@ -12,6 +12,8 @@ from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.compute_capabilities import ComputeCapabilitiesFilter
 from scheduler.filters.handler import apply_filters
 from scheduler.filters.image_props import ImagePropertiesFilter
+from scheduler.filters.numa_topology import NUMATopologyFilter
+from scheduler.filters.pci_passthrough import PciPassthroughFilter
 from scheduler.weights.cpu import CPUWeigher
 from scheduler.weights.disk import DiskWeigher
 from scheduler.weights.ram import RAMWeigher
@@ -48,14 +50,34 @@ def test_novas_default_enabled_filters_all_load_without_a_warning(caplog):
     assert warnings_from(caplog) == []
 
 
+@pytest.fixture
+def future_nova_filter(monkeypatch):
+    """Every Nova 34 filter ships; the "not shipped yet" path is shown with a made-up one."""
+    monkeypatch.setattr(plugins, 'NOVA_FILTERS_NOT_SHIPPED',
+                        {'FutureFilter': 'future host checks'})
+
+
 def test_a_nova_filter_not_shipped_yet_is_skipped_with_a_warning_saying_what_goes_unchecked(
-        caplog):
-    loaded = filters_for('ComputeFilter', 'PciPassthroughFilter')
+        caplog, future_nova_filter):
+    loaded = filters_for('ComputeFilter', 'FutureFilter')
     assert types(loaded) == [ComputeFilter]
     [warning] = warnings_from(caplog)
     assert '[filter_scheduler] enabled_filters' in warning
     assert 'not implemented yet; hosts are not checked for' in warning
-    assert 'PciPassthroughFilter (PCI device availability)' in warning
+    assert 'FutureFilter (future host checks)' in warning
+
+
+@pytest.mark.parametrize('name,cls', [
+    ('NUMATopologyFilter', NUMATopologyFilter),
+    ('nova.scheduler.filters.numa_topology_filter.NUMATopologyFilter', NUMATopologyFilter),
+    ('PciPassthroughFilter', PciPassthroughFilter),
+    ('nova.scheduler.filters.pci_passthrough_filter.PciPassthroughFilter',
+     PciPassthroughFilter),
+])
+def test_novas_candidate_filters_load_by_name_and_path_without_a_warning(name, cls, caplog):
+    assert types(filters_for(name)) == [cls]
+    assert warnings_from(caplog) == []
+    assert not plugins.NOVA_FILTERS_NOT_SHIPPED
 
 
 def test_every_loaded_filter_carries_the_configuration():
@@ -73,11 +95,11 @@ def test_a_nova_dotted_path_loads_our_filter_of_that_name():
     assert types(loaded) == [ComputeFilter]
 
 
-def test_a_nova_dotted_path_to_a_filter_not_shipped_yet_is_skipped_with_a_warning(caplog):
-    loaded = filters_for('nova.scheduler.filters.numa_topology_filter.NUMATopologyFilter',
-                         'ComputeFilter')
+def test_a_nova_dotted_path_to_a_filter_not_shipped_yet_is_skipped_with_a_warning(
+        caplog, future_nova_filter):
+    loaded = filters_for('nova.scheduler.filters.future_filter.FutureFilter', 'ComputeFilter')
     assert types(loaded) == [ComputeFilter]
-    assert 'NUMATopologyFilter (NUMA topology fit)' in warnings_from(caplog)[0]
+    assert 'FutureFilter (future host checks)' in warnings_from(caplog)[0]
 
 
 def test_an_out_of_tree_filter_written_the_nova_way_loads_by_dotted_path_and_filters():

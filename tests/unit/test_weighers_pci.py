@@ -1,5 +1,5 @@
-"""PCIWeigher: Nova's rule over the host's free PCI devices; without a source of PCI
-pools (this release) every host weighs the same and the order does not change."""
+"""PCIWeigher: Nova's rule over the host's free PCI devices (pools from the cell databases
+or the hosts file); hosts without known pools all weigh the same."""
 from __future__ import annotations
 
 import logging
@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from scheduler import plugins
+from scheduler.objects.pci import parse_pci_pools
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.pci import MAX_DEVS, PCIWeigher, free_pci_devices
 from scheduler.weights.ram import RAMWeigher
@@ -54,12 +55,19 @@ def test_the_pci_multiplier_comes_from_an_aggregate_of_the_host_when_set():
     assert weigher.weight_multiplier(make_host('other')) == 2.0
 
 
+def test_pools_from_the_hosts_file_count_their_free_devices():
+    pools = parse_pci_pools([{'vendor_id': '8086', 'product_id': '154d', 'count': 3},
+                             {'vendor_id': '10de', 'product_id': '1eb8', 'count': 1}],
+                            where='test', strict=True)
+    assert free_pci_devices(make_host('h', pci_pools=pools)) == 4
+
+
 @pytest.mark.parametrize(('multiplier', 'told'), [(1.0, True), (0.0, False)])
-def test_start_up_says_the_weigher_has_no_pci_pools_to_weigh_when_it_counts(caplog, multiplier,
-                                                                            told):
+def test_start_up_says_where_pci_pools_come_from_when_the_weigher_counts(caplog, multiplier,
+                                                                         told):
     caplog.set_level(logging.INFO, logger='scheduler.weights.pci')
     plugins.load_weighers(make_conf(filter_scheduler={'weight_classes': ['PCIWeigher'],
                                                       'pci_weight_multiplier': multiplier}))
     notices = [r.getMessage() for r in caplog.records if r.name == 'scheduler.weights.pci']
     assert bool(notices) is told
-    assert all('knows no PCI device pools' in n for n in notices)
+    assert all('PCI device pools come only from the hosts file' in n for n in notices)

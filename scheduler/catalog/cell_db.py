@@ -1,0 +1,316 @@
+"""The optional, read-only host data source in Nova's cell databases (``[cell_database]``).
+
+What no Nova API exposes — each compute node's NUMA topology and free PCI
+device pools — nova-compute writes into the ``compute_nodes`` table of its cell
+database. This module reads exactly these columns of the rows not deleted:
+``uuid`` (the root provider uuid), ``hypervisor_hostname``, ``host``,
+``numa_topology``, ``pci_stats``, ``cpu_allocation_ratio`` and
+``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits), and
+nothing else, from each configured cell, every ``sync_interval`` seconds, on
+its own thread (:class:`CellDatabaseSync`, shaped like the compute API sync).
+
+Never a write: every connection is made read-only before it is used
+(``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
+``default_transaction_read_only`` on PostgreSQL, ``PRAGMA query_only`` on SQLite),
+so even credentials that could write cannot; a user with SELECT on
+``compute_nodes`` is all it needs. Connections are not pooled (one per read).
+
+A cell that cannot be read keeps its last good data (WARNING with its age);
+a row whose topology or pools cannot be parsed loses only that field (WARNING
+naming the node). URLs are logged with the password masked, and error texts
+are scrubbed of it. SQLAlchemy and the drivers are the ``celldb`` extra,
+imported only when a connection is configured.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from oslo_config import cfg
+
+from scheduler.conf.cell_database import GROUP
+from scheduler.exceptions import ConfigurationError, HostDataError, SchedulerError
+from scheduler.objects.numa import HostNUMATopology, parse_host_numa_topology
+from scheduler.objects.pci import HostPciStats, parse_pci_pools
+
+if TYPE_CHECKING:
+    from scheduler.catalog.catalog import HostCatalog
+
+LOG = logging.getLogger(__name__)
+
+#: The only statement ever sent (besides the read-only session setup).
+QUERY = ('SELECT uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
+         'cpu_allocation_ratio, ram_allocation_ratio FROM compute_nodes WHERE deleted = 0')
+_SESSION_SETUP = {
+    'mysql': ('SET SESSION TRANSACTION READ ONLY',),
+    'sqlite': ('PRAGMA query_only = ON',),
+    # PostgreSQL gets default_transaction_read_only as a connection option.
+    'postgresql': (),
+}
+_URL_USERINFO_RE = re.compile(r'(//[^/:@\s]*:)[^/@\s]+@')
+#: Problems named per round, per cell, before "and N more".
+_MAX_ROW_WARNINGS = 10
+
+
+class CellDatabaseError(SchedulerError):
+    """A cell database could not be read; the message never carries a password."""
+
+
+@dataclass(frozen=True)
+class ComputeNodeData:
+    """One ``compute_nodes`` row, as the host catalog uses it."""
+
+    provider_uuid: str
+    nodename: str | None
+    service_host: str | None
+    numa_topology: HostNUMATopology | None = None
+    pci_stats: HostPciStats | None = None
+
+
+def parse_rows(rows: Iterable[Sequence[Any]]) -> tuple[list[ComputeNodeData], list[str]]:
+    """Rows of :data:`QUERY` -> nodes, and the problems found (pure, no I/O).
+
+    A field that cannot be parsed is left out (None) and named in the problems;
+    a row without a uuid is skipped.
+    """
+    nodes: list[ComputeNodeData] = []
+    problems: list[str] = []
+    for row in rows:
+        node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio = row
+        if not node_uuid:
+            problems.append(f'a row of {nodename or host or "an unnamed node"} has no uuid')
+            continue
+        label = f'{nodename or node_uuid}'
+        topology = None
+        if numa:
+            try:
+                topology = parse_host_numa_topology(numa, where=f'{label} numa_topology',
+                                                    strict=False)
+                topology = topology.with_ratios(_ratio(cpu_ratio), _ratio(ram_ratio))
+            except HostDataError as e:
+                problems.append(str(e))
+        pools = None
+        if pci:
+            try:
+                pools = parse_pci_pools(pci, where=f'{label} pci_stats', strict=False)
+            except HostDataError as e:
+                problems.append(str(e))
+        nodes.append(ComputeNodeData(provider_uuid=str(node_uuid).lower(),
+                                     nodename=nodename or None, service_host=host or None,
+                                     numa_topology=topology, pci_stats=pools))
+    return nodes, problems
+
+
+def _ratio(value: Any) -> float | None:
+    # A 0.0 or null ratio in the row means "the compute uses its default", which
+    # the row does not say: unknown.
+    try:
+        ratio = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+    return ratio if ratio and ratio > 0 else None
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs and errors)."""
+    return _URL_USERINFO_RE.sub(r'\1***@', url)
+
+
+class CellDatabaseReader:
+    """Reads one cell database; thread-compatible (one read at a time per reader)."""
+
+    def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30):
+        sqlalchemy = _sqlalchemy()
+        try:
+            parsed = sqlalchemy.engine.make_url(url)
+        except Exception:  # noqa: BLE001 - its message would quote the URL, password included
+            # Not quoted: what cannot be parsed cannot be masked either.
+            raise ConfigurationError(
+                f'[{GROUP}] connections: an entry is not a SQLAlchemy URL '
+                f'(dialect+driver://user:password@host/database)') from None
+        self.label = parsed.render_as_string(hide_password=True)
+        self._password = parsed.password
+        backend = parsed.get_backend_name()
+        if backend not in _SESSION_SETUP:
+            raise ConfigurationError(
+                f'[{GROUP}] connections: {self.label}: only MySQL/MariaDB, PostgreSQL and '
+                f'SQLite can be opened read-only here, not {backend!r}')
+        self._setup = _SESSION_SETUP[backend]
+        self._engine = sqlalchemy.create_engine(
+            parsed, poolclass=sqlalchemy.pool.NullPool,
+            connect_args=_connect_args(backend, parsed.get_driver_name(), connect_timeout,
+                                       query_timeout))
+        sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
+
+    def _read_only_session(self, dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in self._setup:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+    @contextmanager
+    def connect(self) -> Iterator[Any]:
+        """A read-only SQLAlchemy connection (rolled back when done); errors are
+        :class:`CellDatabaseError` with the password scrubbed."""
+        sqlalchemy = _sqlalchemy()
+        try:
+            with self._engine.connect() as connection:
+                try:
+                    yield connection
+                finally:
+                    connection.rollback()
+        except sqlalchemy.exc.SQLAlchemyError as e:
+            detail = str(getattr(e, 'orig', None) or e).strip().splitlines()[0][:300]
+            raise CellDatabaseError(f'{type(e).__name__}: {self._scrub(detail)}') from None
+
+    def read(self) -> tuple[list[ComputeNodeData], list[str]]:
+        """The compute nodes of this cell and the problems found in their rows."""
+        sqlalchemy = _sqlalchemy()
+        with self.connect() as connection:
+            rows = connection.execute(sqlalchemy.text(QUERY)).all()
+        return parse_rows(rows)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def _scrub(self, text: str) -> str:
+        text = mask_url(text)
+        if self._password:
+            text = text.replace(self._password, '***')
+        return text
+
+
+class CellDatabaseSync:
+    """Reads every cell every ``interval`` seconds on a thread and applies the union
+    of each cell's last good data to ``catalog`` (calls never wait for it)."""
+
+    def __init__(self, catalog: HostCatalog, readers: Sequence[CellDatabaseReader], *,
+                 interval: float):
+        self._catalog = catalog
+        self._readers = list(readers)
+        self._interval = interval
+        self._nodes: dict[str, list[ComputeNodeData]] = {}   # reader label -> last good
+        self._last_success: dict[str, float] = {}
+        self.failures_in_a_row: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._first_attempt = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sync_once(self) -> bool:
+        """One read of every cell; True when all of them were read."""
+        all_read = True
+        for reader in self._readers:
+            label = reader.label
+            started = time.monotonic()
+            try:
+                nodes, problems = reader.read()
+            except CellDatabaseError as e:
+                all_read = False
+                failures = self.failures_in_a_row[label] = self.failures_in_a_row.get(label,
+                                                                                      0) + 1
+                last = self._last_success.get(label)
+                since = ('never read' if last is None else
+                         f'data is {int(time.monotonic() - last)}s old')
+                LOG.warning('cell database %s could not be read (%d in a row; %s; keeping its '
+                            'last good data, next try in %ss): %s', label, failures, since,
+                            self._interval, e)
+                continue
+            for problem in problems[:_MAX_ROW_WARNINGS]:
+                LOG.warning('cell database %s: %s; that field is ignored', label, problem)
+            if len(problems) > _MAX_ROW_WARNINGS:
+                LOG.warning('cell database %s: %d more rows with problems', label,
+                            len(problems) - _MAX_ROW_WARNINGS)
+            first = label not in self._last_success or self.failures_in_a_row.get(label)
+            (LOG.info if first else LOG.debug)(
+                'cell database %s: %d compute nodes (%d with a NUMA topology, %d with PCI '
+                'pools) in %.1fs', label, len(nodes),
+                sum(1 for n in nodes if n.numa_topology is not None),
+                sum(1 for n in nodes if n.pci_stats is not None), time.monotonic() - started)
+            self._nodes[label] = nodes
+            self._last_success[label] = time.monotonic()
+            self.failures_in_a_row[label] = 0
+        self._catalog.apply_cell_db_nodes(
+            [node for reader in self._readers for node in self._nodes.get(reader.label, ())])
+        return all_read
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name='cell-db-sync', daemon=True)
+        self._thread.start()
+
+    def wait_for_first_attempt(self, timeout: float) -> bool:
+        return self._first_attempt.wait(timeout)
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+        for reader in self._readers:
+            reader.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sync_once()
+            except Exception:  # noqa: BLE001 - the loop must outlive any bug in one round
+                LOG.exception('cell database sync: unexpected error; trying again next '
+                              'interval')
+            finally:
+                self._first_attempt.set()
+            self._stop.wait(self._interval)
+
+
+def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
+                           ) -> CellDatabaseSync | None:
+    """The sync ``[cell_database]`` asks for, or None when ``connections`` is empty.
+
+    ConfigurationError when SQLAlchemy is missing or a URL cannot work.
+    """
+    opts = conf[GROUP]
+    urls = [u.strip() for u in opts.connections or () if u.strip()]
+    if not urls:
+        LOG.info('[%s] connections is empty: host NUMA topologies and PCI pools come from '
+                 'the hosts file only', GROUP)
+        return None
+    readers = [CellDatabaseReader(url, connect_timeout=opts.connect_timeout,
+                                  query_timeout=opts.query_timeout) for url in urls]
+    LOG.info('cell database sync every %ss, read-only: %s', opts.sync_interval,
+             ', '.join(r.label for r in readers))
+    return CellDatabaseSync(catalog, readers, interval=opts.sync_interval)
+
+
+def _connect_args(backend: str, driver: str, connect_timeout: int,
+                  query_timeout: int) -> dict[str, Any]:
+    if backend == 'postgresql':
+        return {'connect_timeout': connect_timeout,
+                'options': f'-c default_transaction_read_only=on '
+                           f'-c statement_timeout={query_timeout * 1000}'}
+    if backend == 'mysql':
+        args: dict[str, Any] = {'connect_timeout': connect_timeout}
+        if driver in ('pymysql', 'mysqldb'):
+            args['read_timeout'] = query_timeout
+        return args
+    return {'timeout': connect_timeout}
+
+
+def _sqlalchemy() -> Any:
+    try:
+        import sqlalchemy
+        import sqlalchemy.engine
+        import sqlalchemy.exc
+        import sqlalchemy.pool
+    except ImportError:
+        raise ConfigurationError(
+            f'[{GROUP}] connections needs SQLAlchemy and a database driver: install '
+            f'placement-scheduler[celldb]') from None
+    return sqlalchemy

@@ -1,0 +1,48 @@
+"""``[cell_database]``: the optional, read-only source of host NUMA topologies and PCI
+pools in Nova's cell databases (:mod:`scheduler.catalog.cell_db`)."""
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = 'cell_database'
+
+cell_database_group = cfg.OptGroup(
+    GROUP, title='Nova cell databases (read-only host data)',
+    help='Where the scheduler reads what no Nova API exposes: each compute node\'s NUMA '
+         'topology and free PCI device pools (the ``compute_nodes`` columns '
+         '``numa_topology`` and ``pci_stats``, with its allocation ratios). Only '
+         'NUMATopologyFilter, PciPassthroughFilter and PCIWeigher use them. Off while '
+         '``connections`` is empty. Nothing is ever written: every session is read-only, '
+         'and a database user with SELECT on ``compute_nodes`` is all it needs. Needs '
+         'the ``celldb`` extra (SQLAlchemy and a driver: PyMySQL, psycopg2).')
+
+cell_database_opts = [
+    cfg.MultiStrOpt('connections', default=[], secret=True,
+                    help='SQLAlchemy URL of each cell database to read, one value per cell '
+                         '(the ``[database] connection`` of that cell\'s conductor, ideally '
+                         'with a read-only user), e.g. '
+                         '``mysql+pymysql://scheduler:secret@db1/nova_cell1``. Never '
+                         'logged with its password.'),
+    cfg.IntOpt('sync_interval', default=60, min=1,
+               help='Seconds between two reads of every cell database. A failed read keeps '
+                    'that cell\'s last good data and is tried again at the next interval.'),
+    cfg.FloatOpt('startup_sync_timeout', default=10.0, min=0.0,
+                 help='At start-up, seconds to wait for the first read before taking calls; '
+                      'the service starts anyway when it takes longer. 0: do not wait.'),
+    cfg.IntOpt('connect_timeout', default=5, min=1,
+               help='Seconds to wait for a connection to a cell database.'),
+    cfg.IntOpt('query_timeout', default=30, min=1,
+               help='Seconds a read of one cell database may take (the driver\'s read '
+                    'timeout on MySQL/MariaDB, ``statement_timeout`` on PostgreSQL).'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    # A new OptGroup for every ConfigOpts (see scheduler.conf.workarounds).
+    conf.register_group(cfg.OptGroup(GROUP, title=cell_database_group.title,
+                                     help=cell_database_group.help))
+    conf.register_opts(cell_database_opts, group=GROUP)
+
+
+def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
+    return {cell_database_group: cell_database_opts}

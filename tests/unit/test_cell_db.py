@@ -1,0 +1,193 @@
+"""The read-only cell database source: rows in, host data out, never a write.
+
+SQLite stands in for a cell database here (the real MariaDB and PostgreSQL are
+in tests/functional/test_cell_db.py); the table has Nova's compute_nodes
+columns this source reads, plus one it must not.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+import pytest
+
+from scheduler.catalog import HostCatalog
+from scheduler.catalog.cell_db import (
+    CellDatabaseError,
+    CellDatabaseReader,
+    CellDatabaseSync,
+    cell_db_sync_from_conf,
+    mask_url,
+    parse_rows,
+)
+from scheduler.conf import cell_database as cell_database_conf
+from scheduler.exceptions import ConfigurationError
+from tests.fixtures.nova_host_data import numa_cell, numa_topology_json, pci_pool, pci_stats_json
+from tests.unit.builders import CELL_UUID, make_conf, uuid_for
+
+LOGGER = 'scheduler.catalog.cell_db'
+ONE_CELL = numa_topology_json(numa_cell(0, cpuset=[0, 1], pcpuset=[2, 3]))
+POOLS = pci_stats_json(pci_pool('8086', '154d', 4, dev_type='type-VF'))
+
+
+def row(name, *, numa=ONE_CELL, pci=POOLS, cpu_ratio=4.0, ram_ratio=1.0, host=None):
+    return (uuid_for(name), name, host or name, numa, pci, cpu_ratio, ram_ratio)
+
+
+def test_rows_become_nodes_with_the_ratios_on_their_topology():
+    [node], problems = parse_rows([row('cn1', host='compute-1')])
+
+    assert problems == []
+    assert (node.provider_uuid, node.nodename, node.service_host) == (uuid_for('cn1'), 'cn1',
+                                                                      'compute-1')
+    assert node.numa_topology.cells[0].pcpuset == {2, 3}
+    assert (node.numa_topology.cpu_allocation_ratio,
+            node.numa_topology.ram_allocation_ratio) == (4.0, 1.0)
+    assert node.pci_stats.free_devices == 4
+
+
+def test_a_field_that_cannot_be_parsed_is_dropped_and_named_the_rest_of_the_row_kept():
+    nodes, problems = parse_rows([row('cn1', numa='{"cells": [{"id": 0}]}'),
+                                  row('cn2', numa=None, pci=None, cpu_ratio=0.0),
+                                  (None, 'cn3', 'cn3', None, None, None, None)])
+
+    assert [(n.nodename, n.numa_topology, n.pci_stats is not None) for n in nodes] == [
+        ('cn1', None, True), ('cn2', None, False)]
+    assert problems == ['cn1 numa_topology.cells[0].memory: is required',
+                        'a row of cn3 has no uuid']
+
+
+def test_passwords_are_masked_in_urls():
+    assert mask_url('mysql+pymysql://nova:s3cr%40t@db1:3306/nova_cell1?charset=utf8') == \
+        'mysql+pymysql://nova:***@db1:3306/nova_cell1?charset=utf8'
+    assert mask_url('postgresql://db1/nova') == 'postgresql://db1/nova'
+
+
+# A SQLite cell database ---------------------------------------------------------------------
+
+SCHEMA = """CREATE TABLE compute_nodes (
+    id INTEGER PRIMARY KEY, uuid VARCHAR(36), host VARCHAR(255),
+    hypervisor_hostname VARCHAR(255), numa_topology TEXT, pci_stats TEXT,
+    cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, deleted INTEGER DEFAULT 0,
+    vcpus INTEGER)"""
+
+
+def sqlite_cell(path, rows, *, deleted=()):
+    with sqlite3.connect(path) as db:
+        db.execute(SCHEMA)
+        for i, r in enumerate(list(rows) + list(deleted), start=1):
+            node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio = r
+            db.execute('INSERT INTO compute_nodes (id, uuid, hypervisor_hostname, host, '
+                       'numa_topology, pci_stats, cpu_allocation_ratio, ram_allocation_ratio, '
+                       'deleted, vcpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
+                       (i, node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio,
+                        i if r in deleted else 0))
+    return f'sqlite:///{path}'
+
+
+def test_a_cell_database_is_read_without_its_deleted_rows(tmp_path):
+    url = sqlite_cell(tmp_path / 'cell1.db', [row('cn1'), row('cn2')],
+                        deleted=[row('cn-old')])
+
+    nodes, problems = CellDatabaseReader(url).read()
+
+    assert sorted(n.nodename for n in nodes) == ['cn1', 'cn2']
+    assert problems == []
+
+
+def test_the_connection_is_read_only(tmp_path):
+    reader = CellDatabaseReader(sqlite_cell(tmp_path / 'cell1.db', [row('cn1')]))
+
+    with pytest.raises(CellDatabaseError, match='readonly|read-only|query_only'):
+        with reader.connect() as connection:
+            connection.exec_driver_sql("UPDATE compute_nodes SET host = 'elsewhere'")
+
+    with sqlite3.connect(tmp_path / 'cell1.db') as db:
+        assert db.execute('SELECT host FROM compute_nodes').fetchall() == [('cn1',)]
+
+
+def sync_of(catalog, *urls):
+    return CellDatabaseSync(catalog, [CellDatabaseReader(u) for u in urls], interval=60)
+
+
+def test_a_cell_that_cannot_be_read_keeps_its_last_good_data_and_others_go_on(tmp_path, caplog):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    cell1 = tmp_path / 'cell1.db'
+    sync = sync_of(catalog, sqlite_cell(cell1, [row('cn1')]),
+                   sqlite_cell(tmp_path / 'cell2.db', [row('cn2')]))
+    assert sync.sync_once()
+
+    with sqlite3.connect(cell1) as db:
+        db.execute('DROP TABLE compute_nodes')
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert not sync.sync_once()
+
+    for name in ('cn1', 'cn2'):
+        assert catalog.record_for_provider(uuid_for(name), None).numa_topology is not None
+    [warning] = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert warning.startswith(f'cell database sqlite:///{cell1} could not be read (1 in a row; '
+                              f'data is ')
+    assert 'keeping its last good data' in warning and 'no such table' in warning
+
+
+HOSTS_FILE = """
+hosts:
+  - nodename: cn1
+    numa_topology: {cells: [{id: 0, cpuset: [7], memory: 1024}]}
+    pci_pools: [{vendor_id: "10de", product_id: "1eb8", count: 1}]
+  - nodename: cn3
+    numa_topology: {cells: [{id: 0, cpuset: [7], memory: 1024}]}
+"""
+
+
+def test_the_catalog_prefers_the_cell_databases_numa_and_pci_data_to_the_files(tmp_path):
+    hosts_file = tmp_path / 'hosts.yaml'
+    hosts_file.write_text(HOSTS_FILE)
+    catalog = HostCatalog.from_file(str(hosts_file), default_cell_uuid=CELL_UUID)
+    catalog.apply_cell_db_nodes(parse_rows([row('cn1', pci=None),
+                                            row('cn2', host='compute-2')])[0])
+
+    cn1 = catalog.record_for_provider(uuid_for('cn1'), 'cn1')
+    cn2 = catalog.record_for_provider(uuid_for('cn2'), None)
+    cn3 = catalog.record_for_provider(uuid_for('cn3'), 'cn3')
+
+    assert cn1.numa_topology.cells[0].cpuset == {0, 1}      # the database's topology
+    assert cn1.pci_pools.pools[0].vendor_id == '10de'       # the file's pools: none in the row
+    assert (cn2.nodename, cn2.service_host) == ('cn2', 'compute-2')  # known from the database
+    assert cn3.numa_topology.cells[0].cpuset == {7}         # not in the database: the file's
+    assert catalog.provider_name(uuid_for('cn2')) == 'cn2'
+    assert [r.nodename for r in catalog.find_nodes('compute-2', None)] == ['cn2']
+    assert catalog.snapshot_stats()['cell_db_nodes'] == 2
+
+
+# Configuration -------------------------------------------------------------------------------
+
+def conf_with(**options):
+    conf = make_conf()
+    cell_database_conf.register_opts(conf)
+    for name, value in options.items():
+        conf.set_override(name, value, group='cell_database')
+    return conf
+
+
+def test_no_connections_no_sync():
+    assert cell_db_sync_from_conf(conf_with(), HostCatalog(default_cell_uuid=CELL_UUID)) is None
+
+
+@pytest.mark.parametrize('url,message', [
+    ('nova:hunter2@db1/nova_cell1', 'an entry is not a SQLAlchemy URL'),
+    ('oracle://nova:hunter2@db/nova', "only MySQL/MariaDB, PostgreSQL and SQLite can be opened "
+                                      "read-only here, not 'oracle'"),
+])
+def test_a_connection_that_cannot_work_stops_start_up_without_showing_its_password(url, message):
+    with pytest.raises(ConfigurationError) as failure:
+        cell_db_sync_from_conf(conf_with(connections=[url]),
+                               HostCatalog(default_cell_uuid=CELL_UUID))
+
+    assert message in str(failure.value)
+    assert 'hunter2' not in str(failure.value)
+
+
+def test_the_connections_option_is_secret():
+    [connections] = [o for o in cell_database_conf.cell_database_opts if o.name == 'connections']
+    assert connections.secret
