@@ -9,6 +9,7 @@ answers to :mod:`placement_client.models` values or to the errors of
 """
 from __future__ import annotations
 
+import json
 import logging
 import random
 import re
@@ -36,6 +37,7 @@ from placement_client.exceptions import (
     PlacementVersionTooOld,
     ProviderGenerationConflict,
 )
+from placement_client.gc_pause import paused_gc
 from placement_client.models import (
     AllocationRequest,
     Candidates,
@@ -460,9 +462,16 @@ def _same_claim(current: ConsumerAllocations, sent: AllocationRequest, project_i
             and current.user_id in (None, user_id))
 
 
+def decode_json(content: bytes) -> Any:
+    """A response body as Python values (json.loads detects UTF-8/16/32, as JSON
+    requires), with the garbage collector paused for large answers."""
+    with paused_gc():
+        return json.loads(content)
+
+
 def _json(response: requests.Response) -> Mapping[str, Any]:
     try:
-        return response.json()
+        return decode_json(response.content)
     except ValueError as exc:
         raise PlacementError(f'Placement answered {response.status_code} with a body that '
                              f'is not JSON', status=response.status_code) from exc

@@ -59,29 +59,101 @@ class AllocationRequest:
         return tuple(self.allocations)
 
 
-@dataclass(frozen=True)
 class Candidates:
-    """The answer of ``GET /allocation_candidates``."""
+    """The answer of ``GET /allocation_candidates``.
 
-    allocation_requests: tuple[AllocationRequest, ...]
-    provider_summaries: Mapping[str, ProviderSummary]
-    microversion: str
+    Built from Placement's JSON, it keeps the decoded body and makes
+    :class:`AllocationRequest` / :class:`ProviderSummary` objects only when
+    asked: at tens of thousands of candidates, building every object up front
+    costs more than the whole decision, and the scheduler reads the raw body
+    into columns instead (:mod:`scheduler.host_table`). Values are never
+    modified after construction.
+    """
+
+    __slots__ = ('microversion', '_requests', '_summaries', '_raw_requests', '_raw_summaries')
+
+    def __init__(self, allocation_requests: tuple[AllocationRequest, ...] = (),
+                 provider_summaries: Mapping[str, ProviderSummary] | None = None,
+                 microversion: str = ''):
+        self.microversion = microversion
+        self._requests: tuple[AllocationRequest, ...] | None = tuple(allocation_requests)
+        self._summaries: Mapping[str, ProviderSummary] | None = dict(provider_summaries or {})
+        self._raw_requests: list[Mapping[str, Any]] | None = None
+        self._raw_summaries: Mapping[str, Mapping[str, Any]] | None = None
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any], microversion: str) -> Candidates:
-        summaries: dict[str, ProviderSummary] = {}
-        for rp_uuid, s in body.get('provider_summaries', {}).items():
-            summaries[rp_uuid] = ProviderSummary(
-                uuid=rp_uuid,
-                root_provider_uuid=s.get('root_provider_uuid') or rp_uuid,
-                parent_provider_uuid=s.get('parent_provider_uuid'),
-                resources={rc: ResourceUsage(int(v['capacity']), int(v['used']))
-                           for rc, v in s.get('resources', {}).items()},
-                traits=frozenset(s.get('traits', ())),
-            )
-        reqs = tuple(AllocationRequest.from_json(a) for a in body.get('allocation_requests', ()))
-        return cls(allocation_requests=reqs, provider_summaries=summaries,
-                   microversion=microversion)
+        candidates = cls.__new__(cls)
+        candidates.microversion = microversion
+        candidates._requests = None
+        candidates._summaries = None
+        candidates._raw_requests = list(body.get('allocation_requests', ()))
+        candidates._raw_summaries = dict(body.get('provider_summaries', {}))
+        return candidates
+
+    def __len__(self) -> int:
+        """The number of allocation requests."""
+        if self._raw_requests is not None:
+            return len(self._raw_requests)
+        return len(self._requests or ())
+
+    def __repr__(self) -> str:
+        return (f'Candidates({len(self)} allocation requests, '
+                f'{len(self.raw_summaries())} providers, {self.microversion})')
+
+    @property
+    def allocation_requests(self) -> tuple[AllocationRequest, ...]:
+        if self._requests is None:
+            self._requests = tuple(AllocationRequest.from_json(a)
+                                   for a in self._raw_requests or ())
+        return self._requests
+
+    @property
+    def provider_summaries(self) -> Mapping[str, ProviderSummary]:
+        if self._summaries is None:
+            self._summaries = {rp: summary_from_json(rp, s)
+                               for rp, s in (self._raw_summaries or {}).items()}
+        return self._summaries
+
+    def raw_requests(self) -> list[Mapping[str, Any]]:
+        """The allocation requests in Placement's JSON shape (for columnar readers)."""
+        if self._raw_requests is None:
+            self._raw_requests = [a.to_json() for a in self._requests or ()]
+        return self._raw_requests
+
+    def raw_summaries(self) -> Mapping[str, Mapping[str, Any]]:
+        """The provider summaries in Placement's JSON shape (for columnar readers)."""
+        if self._raw_summaries is None:
+            self._raw_summaries = {rp: summary_to_json(s)
+                                   for rp, s in (self._summaries or {}).items()}
+        return self._raw_summaries
+
+    def merged_with(self, other: Candidates) -> Candidates:
+        """This answer's requests, then ``other``'s; on a provider in both, this
+        answer's summary wins (Nova's PCPU fallback merge)."""
+        return Candidates.from_json(
+            {'allocation_requests': self.raw_requests() + other.raw_requests(),
+             'provider_summaries': {**other.raw_summaries(), **self.raw_summaries()}},
+            self.microversion)
+
+
+def summary_from_json(rp_uuid: str, s: Mapping[str, Any]) -> ProviderSummary:
+    return ProviderSummary(
+        uuid=rp_uuid,
+        root_provider_uuid=s.get('root_provider_uuid') or rp_uuid,
+        parent_provider_uuid=s.get('parent_provider_uuid'),
+        resources={rc: ResourceUsage(int(v['capacity']), int(v['used']))
+                   for rc, v in s.get('resources', {}).items()},
+        traits=frozenset(s.get('traits', ())),
+    )
+
+
+def summary_to_json(s: ProviderSummary) -> dict[str, Any]:
+    return {'resources': {rc: {'capacity': u.capacity, 'used': u.used}
+                          for rc, u in s.resources.items()},
+            'traits': sorted(s.traits),
+            'parent_provider_uuid': s.parent_provider_uuid,
+            'root_provider_uuid': s.root_provider_uuid}
 
 
 @dataclass(frozen=True)

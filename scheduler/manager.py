@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -28,6 +28,7 @@ from oslo_config import cfg
 
 from placement_client import exceptions as pexc
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
+from placement_client.gc_pause import paused_gc
 from placement_client.models import AllocationRequest, Candidates, ConsumerAllocations
 from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
@@ -134,7 +135,7 @@ class SchedulerManager:
 
     def _schedule(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
                   *, claim: bool,
-                  trace: explain.RequestTrace) -> tuple[list[_Placed], list[HostState]]:
+                  trace: explain.RequestTrace) -> tuple[list[_Placed], Sequence[HostState]]:
         """Place every instance or raise; returns the placements and the last
         host order (what alternates are chosen from)."""
         try:
@@ -162,21 +163,29 @@ class SchedulerManager:
             if fallback_query_needed(translated, self.conf):
                 candidates = self._with_fallback(context, spec, candidates, limit=limit,
                                                  in_tree=in_tree, trace=trace)
-        trace.candidates = len(candidates.allocation_requests)
+        trace.candidates = len(candidates)
         metrics.CANDIDATES.observe(trace.candidates)
-        if not candidates.allocation_requests:
+        if not trace.candidates:
             raise exc.NoValidHost(reason=explain.no_candidates_reason(trace))
         self._learn_provider_names(context, candidates)
-        hosts = build_host_states(candidates, self.catalog,
-                                  default_availability_zone=self.conf.default_availability_zone)
+        hosts = self._host_states(candidates)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
 
         return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
 
+    def _host_states(self, candidates: Candidates) -> Sequence[HostState]:
+        az = self.conf.default_availability_zone
+        with metrics.stage('host_states'):
+            if self.conf.scheduler.columnar_host_states:
+                with paused_gc():
+                    table = HostTable(candidates, self.catalog, default_availability_zone=az)
+                return table.view()
+            return build_host_states(candidates, self.catalog, default_availability_zone=az)
+
     def _rebuild_check(self, context: RequestContext, spec: RequestSpec,
                        uuids: list[str | None],
-                       *, trace: explain.RequestTrace) -> tuple[list[_Placed], list[HostState]]:
+                       *, trace: explain.RequestTrace) -> tuple[list[_Placed], Sequence[HostState]]:
         """Nova's rebuild check: may the instance stay on its (forced) host?
 
         No request filters, no candidates, no claim; only the filters with
@@ -191,8 +200,8 @@ class SchedulerManager:
                                 rebuild=True)
 
     def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
-                    hosts: list[HostState], *, trace: explain.RequestTrace, claim: bool,
-                    rebuild: bool = False) -> tuple[list[_Placed], list[HostState]]:
+                    hosts: Sequence[HostState], *, trace: explain.RequestTrace, claim: bool,
+                    rebuild: bool = False) -> tuple[list[_Placed], Sequence[HostState]]:
         placed: list[_Placed] = []
         try:
             for index, instance_uuid in enumerate(uuids):
@@ -310,7 +319,7 @@ class SchedulerManager:
         return {**found, **learnt}
 
     def _rebuild_host_states(self, context: RequestContext,
-                             spec: RequestSpec) -> list[HostState]:
+                             spec: RequestSpec) -> Sequence[HostState]:
         """Host states of the hosts a rebuild check names, without candidates."""
         dest = spec.requested_destination
         hosts = list(spec.force_hosts or ()) or ([dest.host] if dest and dest.host else [])
@@ -348,7 +357,8 @@ class SchedulerManager:
         return states
 
     def _learn_provider_names(self, context: RequestContext, candidates: Candidates) -> None:
-        roots = {s.root_provider_uuid for s in candidates.provider_summaries.values()}
+        roots = {s.get('root_provider_uuid') or rp
+                 for rp, s in candidates.raw_summaries().items()}
         unknown = self.catalog.unknown_provider_uuids(roots)
         if not unknown:
             return
@@ -367,9 +377,9 @@ class SchedulerManager:
         names = {p.uuid: p.name for p in providers if p.uuid == p.root_provider_uuid}
         self.catalog.remember_provider_names(names)
 
-    def _sorted_hosts(self, spec: RequestSpec, hosts: list[HostState], index: int,
+    def _sorted_hosts(self, spec: RequestSpec, hosts: Sequence[HostState], index: int,
                       attempt: explain.InstanceAttempt, *,
-                      rebuild: bool = False) -> list[HostState]:
+                      rebuild: bool = False) -> Sequence[HostState]:
         if hosts and forcing_skips_filters(spec):
             # Nova: an operator who forces a host (az:host[:node]) gets it unfiltered.
             LOG.debug('host forced without %s: filters skipped for %d host(s)',
@@ -401,7 +411,7 @@ class SchedulerManager:
                            shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
                            rng=self.rng)
 
-    def _claim_first(self, context: RequestContext, spec: RequestSpec, ordered: list[HostState],
+    def _claim_first(self, context: RequestContext, spec: RequestSpec, ordered: Sequence[HostState],
                      instance_uuid: str | None, attempt: explain.InstanceAttempt,
                      *, claim: bool) -> _Placed | None:
         per_host = self.conf.scheduler.max_claim_candidates_per_host
@@ -488,10 +498,7 @@ class SchedulerManager:
             LOG.warning('request %s: PCPU fallback query failed (%s); using the PCPU '
                         'candidates only', context.request_id, _short(e))
             return candidates
-        return Candidates(
-            allocation_requests=candidates.allocation_requests + extra.allocation_requests,
-            provider_summaries={**extra.provider_summaries, **candidates.provider_summaries},
-            microversion=candidates.microversion)
+        return candidates.merged_with(extra)
 
     def _consume(self, spec: RequestSpec, placed: _Placed) -> None:
         if placed.alloc_req is not None:
@@ -514,7 +521,7 @@ class SchedulerManager:
                  f'; {len(left)} left for retry' if left else '')
 
     # ------------------------------------------------------------------ answer
-    def _selections(self, spec: RequestSpec, placed: list[_Placed], ordered: list[HostState],
+    def _selections(self, spec: RequestSpec, placed: list[_Placed], ordered: Sequence[HostState],
                     num_alts: int) -> list[list[Selection]]:
         selected = {p.host.uuid for p in placed}
         if num_alts and len(placed) > 1:

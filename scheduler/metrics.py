@@ -36,7 +36,7 @@ CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 CANDIDATE_BUCKETS = (0, 1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
-STAGES = ('request_filters', 'placement_query', 'filtering', 'weighing', 'claim')
+STAGES = ('request_filters', 'placement_query', 'host_states', 'filtering', 'weighing', 'claim')
 
 
 def _escape(value: str) -> str:

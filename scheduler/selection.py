@@ -6,10 +6,13 @@ hosts into the order the claim loop walks, and picks alternates.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+import numpy as np
+
 from scheduler.host_state import HostState
+from scheduler.host_table import HostView, OrderedView, WeighedView
 from scheduler.objects.spec import RequestSpec
 
 
@@ -19,13 +22,20 @@ class Weighed(Protocol):
 
 
 def order_hosts(weighed: Sequence[Weighed], *, host_subset_size: int,
-                shuffle_best_same_weighed_hosts: bool, rng: random.Random) -> list[HostState]:
+                shuffle_best_same_weighed_hosts: bool,
+                rng: random.Random) -> Sequence[HostState]:
     """Nova's ordering (reference 4.3): ``weighed`` is sorted, best first.
 
     Optionally shuffle the hosts tied at the top weight, then move one host
     picked at random from the first ``host_subset_size`` to the front; the
-    rest keep their order.
+    rest keep their order. A :class:`~scheduler.host_table.WeighedView` gives
+    a :class:`~scheduler.host_table.HostView` in the same order, using the
+    random generator the same way.
     """
+    if isinstance(weighed, WeighedView):
+        return _order_rows(weighed, host_subset_size=host_subset_size,
+                           shuffle_best_same_weighed_hosts=shuffle_best_same_weighed_hosts,
+                           rng=rng)
     hosts = [w.host for w in weighed]
     if not hosts:
         return hosts
@@ -42,37 +52,57 @@ def order_hosts(weighed: Sequence[Weighed], *, host_subset_size: int,
     return hosts
 
 
-def prefilter_hosts(hosts: Iterable[HostState], spec: RequestSpec) -> tuple[list[HostState],
-                                                                           dict[str, int]]:
+def _order_rows(weighed: WeighedView, *, host_subset_size: int,
+                shuffle_best_same_weighed_hosts: bool, rng: random.Random) -> HostView:
+    if not len(weighed):
+        return HostView(weighed.table, np.zeros(0, dtype=np.intp))
+    head: list[int] = []
+    if shuffle_best_same_weighed_hosts:
+        head = weighed.order(weighed.count_best()).tolist()
+        rng.shuffle(head)
+    subset = min(max(host_subset_size, 1), len(weighed))
+    if subset > 1:
+        if len(head) < subset:
+            head += weighed.order(subset)[len(head):].tolist()
+        chosen = rng.randrange(subset)
+        head.insert(0, head.pop(chosen))
+    return OrderedView(weighed, head)
+
+
+def prefilter_hosts(hosts: Iterable[HostState],
+                    spec: RequestSpec) -> tuple[Sequence[HostState], dict[str, int]]:
     """Nova's pre-filter host restrictions (reference 4.6), with counts of removals.
 
     A requested destination keeps only that host (and node); ``ignore_hosts``
     removes hosts by name (case-insensitive); ``force_hosts``/``force_nodes``
     keep only the named ones.
     """
-    kept = list(hosts)
+    kept: Sequence[HostState] = hosts if isinstance(hosts, HostView) else list(hosts)
     removed: dict[str, int] = {}
 
-    def keep(predicate, why: str) -> None:
+    def keep(predicate: Callable[[str, str], bool], why: str) -> None:
         nonlocal kept
         before = len(kept)
-        kept = [h for h in kept if predicate(h)]
+        if isinstance(kept, HostView):
+            kept = kept.keep_names(predicate)
+        else:
+            kept = [h for h in kept if predicate(h.host, h.nodename)]
         if len(kept) != before:
             removed[why] = removed.get(why, 0) + before - len(kept)
 
     dest = spec.requested_destination
     if dest is not None and dest.host:
-        keep(lambda h: h.host == dest.host and (not dest.node or h.nodename == dest.node),
+        keep(lambda host, node: host == dest.host and (not dest.node or node == dest.node),
              'not the requested destination')
     if spec.ignore_hosts:
         ignored = {h.lower() for h in spec.ignore_hosts}
-        keep(lambda h: h.host.lower() not in ignored, 'in ignore_hosts')
+        keep(lambda host, node: host.lower() not in ignored, 'in ignore_hosts')
     if spec.force_hosts:
         forced = {h.lower() for h in spec.force_hosts}
-        keep(lambda h: h.host.lower() in forced, 'not in force_hosts')
+        keep(lambda host, node: host.lower() in forced, 'not in force_hosts')
     if spec.force_nodes:
         nodes = set(spec.force_nodes)
-        keep(lambda h: h.nodename in nodes, 'not in force_nodes')
+        keep(lambda host, node: node in nodes, 'not in force_nodes')
     return kept, removed
 
 

@@ -156,6 +156,14 @@ service_opts = [
                     'the first one is refused for capacity the host is usually full, so a '
                     'small bound keeps a crowded cloud from costing one PUT per candidate. '
                     'Nova tries only the first.'),
+    cfg.BoolOpt('columnar_host_states', default=True,
+                help='Read each Placement answer into columns and let the built-in filters '
+                     'and weighers judge all hosts at once, building a per-host object only '
+                     'for plugins written per host and for the hosts the claim and the '
+                     'alternates use. Decisions are the same either way; False builds a '
+                     'HostState for every host and runs every plugin host by host, as Nova '
+                     'does (much slower at thousands of hosts; for comparing or diagnosing a '
+                     'plugin).'),
     cfg.FloatOpt('claim_retry_delay', default=0.2, min=0.0,
                  help='Base, in seconds, of the jittered back-off between claim attempts '
                       'after a generation conflict.'),

@@ -4,10 +4,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from scheduler.filters.base import BaseHostFilter, FilterResult
+import numpy as np
+
+from scheduler.filters.base import BaseHostFilter, FilterResult, RowsVerdict, all_pass
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import InstanceGroup, RequestSpec
 
 # Bounds the uuids/host names quoted in a reason; reasons travel to users.
@@ -54,8 +57,21 @@ class ServerGroupAffinityFilter(BaseHostFilter):
             return FilterResult.ok()
         if not group.hosts or host_state.host in group.hosts:
             return FilterResult.ok()
-        return FilterResult.fail(
-            f'affinity: members of group are on other hosts ({_quote(set(group.hosts))})')
+        return FilterResult.fail(self._reason(group))
+
+    def filter_rows(self, table: HostTable, rows: np.ndarray,
+                    spec_obj: RequestSpec) -> RowsVerdict:
+        group = spec_obj.instance_group
+        if group is None or not _has_policy(group, 'affinity') or not group.hosts:
+            return all_pass(rows)
+        wanted, names = set(group.hosts), table.host_names
+        passed = np.array([names[r] in wanted for r in rows.tolist()], dtype=bool)
+        reason = self._reason(group)
+        return RowsVerdict(passed, dict.fromkeys(np.flatnonzero(~passed).tolist(), reason))
+
+    @staticmethod
+    def _reason(group: InstanceGroup) -> str:
+        return f'affinity: members of group are on other hosts ({_quote(set(group.hosts))})'
 
 
 class ServerGroupAntiAffinityFilter(BaseHostFilter):
@@ -85,6 +101,16 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
         noun = 'member' if on_host == 1 else 'members'
         return FilterResult.fail(
             f'anti-affinity: {on_host} {noun} of group already on host (max {limit})')
+
+    def filter_rows(self, table: HostTable, rows: np.ndarray,
+                    spec_obj: RequestSpec) -> RowsVerdict:
+        group = spec_obj.instance_group
+        if group is None or not _has_policy(group, 'anti-affinity'):
+            return all_pass(rows)
+        # Hosts under the limit pass; the few at it are judged one by one
+        # (a move may find the instance itself there).
+        counts = table.members_on_rows(group.members)[rows]
+        return RowsVerdict(counts < max_server_per_host(group))
 
 
 def max_server_per_host(group: InstanceGroup) -> int:

@@ -9,20 +9,23 @@ Built-in filters override :meth:`BaseHostFilter.filter_result` instead, so that
 every removed host carries a precise, user-facing reason ("compute service is
 disabled") that the explain output and NoValidHost can quote.
 
-Candidate filters (later issue): Nova's NUMATopologyFilter and
-PciPassthroughFilter judge each allocation candidate, not the host. A
-``BaseCandidateFilter`` will implement ``candidate_passes(host_state, spec_obj,
-allocation_request) -> FilterResult``; its ``filter_result`` will prune
-``host_state.allocation_candidates`` to the candidates that pass (keeping their
-order, as the claim walks them in order) and fail the host when none remain,
-with the reason of the last rejected candidate. The handler needs no change
-for that: it already works on ``filter_result`` per host.
+Built-in filters may also implement :meth:`BaseHostFilter.filter_rows`, which
+judges every row of a :class:`~scheduler.host_table.HostTable` at once with
+array operations and must agree with ``filter_result`` (the handler uses it
+only when the class that defines it also defines the per-host method, so a
+subclass that changes the per-host rule is judged host by host).
+
+Filters that judge each allocation candidate of a host rather than the host
+(Nova's NUMATopologyFilter and PciPassthroughFilter) subclass
+:class:`scheduler.filters.candidate.BaseCandidateFilter`.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
 
 from scheduler.exceptions import ConfigurationError
 
@@ -30,7 +33,21 @@ if TYPE_CHECKING:
     from oslo_config import cfg
 
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
+
+
+@dataclass(frozen=True)
+class RowsVerdict:
+    """:meth:`BaseHostFilter.filter_rows`' answer for the rows it was given.
+
+    ``passed[i]`` is True for rows known to pass; ``failed`` maps positions
+    (indexes into the rows) to the reason they fail. Rows in neither are
+    judged host by host with :meth:`BaseHostFilter.filter_result`.
+    """
+
+    passed: np.ndarray
+    failed: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,12 @@ class BaseHostFilter:
             return _PASSED
         return FilterResult(False, self.failure_reason)
 
+    def filter_rows(self, table: HostTable, rows: np.ndarray,
+                    spec_obj: RequestSpec) -> RowsVerdict | None:
+        """Judge the hosts at ``rows`` of ``table`` together, or None to judge
+        each host with :meth:`filter_result` (the default)."""
+        return None
+
     def run_filter_for_index(self, index: int) -> bool:
         """Nova's hook: whether to run for the instance at ``index`` of the request."""
         return not (self.run_filter_once_per_request and index > 0)
@@ -116,6 +139,11 @@ class BaseHostFilter:
             raise ConfigurationError(
                 f'{self.name} has no configuration; set .conf (the plugin loader does)')
         return self.conf
+
+
+def all_pass(rows: np.ndarray) -> RowsVerdict:
+    """Every row passes (the request asks nothing this filter checks)."""
+    return RowsVerdict(np.ones(len(rows), dtype=bool))
 
 
 def host_label(host_state: HostState) -> str:

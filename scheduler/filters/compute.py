@@ -2,14 +2,24 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from scheduler.filters.base import BaseHostFilter, FilterResult
+import numpy as np
+
+from scheduler.filters.base import BaseHostFilter, FilterResult, RowsVerdict
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
+
+# Hosts whose heartbeat age is within this many seconds of service_down_time
+# are judged one by one, with datetime arithmetic, rather than from floats.
+_EDGE_SECONDS = 1.0
+
+DISABLED = 'compute service is disabled'
+FORCED_DOWN = 'compute service is forced down'
 
 
 def _utcnow() -> datetime.datetime:
@@ -42,17 +52,45 @@ class ComputeFilter(BaseHostFilter):
     clock: Callable[[], datetime.datetime] = staticmethod(_utcnow)
 
     def filter_result(self, host_state: HostState, spec_obj: RequestSpec) -> FilterResult:
-        service = host_state.service
+        return self._verdict(host_state.service, self.clock(),
+                             self.require_conf().service_down_time)
+
+    def filter_rows(self, table: HostTable, rows: np.ndarray,
+                    spec_obj: RequestSpec) -> RowsVerdict:
+        now = self.clock()
+        down_time = self.require_conf().service_down_time
+        seen = table.last_seen_up[rows]
+        with np.errstate(invalid='ignore'):
+            age = np.abs(_as_utc(now).timestamp() - seen)
+            alive = np.isnan(seen) | (age < down_time - _EDGE_SECONDS)
+        disabled = table.disabled[rows]
+        forced_down = table.forced_down[rows] & ~disabled
+        passed = alive & ~disabled & ~forced_down
+        failed = dict.fromkeys(np.flatnonzero(disabled).tolist(), DISABLED)
+        failed.update(dict.fromkeys(np.flatnonzero(forced_down).tolist(), FORCED_DOWN))
+        for pos in np.flatnonzero(~(passed | disabled | forced_down)).tolist():
+            record = table.records[int(rows[pos])]
+            verdict = self._verdict({'disabled': record.disabled,
+                                     'forced_down': record.forced_down,
+                                     'last_seen_up': record.last_seen_up}, now, down_time)
+            if verdict.passed:
+                passed[pos] = True
+            else:
+                failed[pos] = verdict.reason or self.failure_reason
+        return RowsVerdict(passed, failed)
+
+    @staticmethod
+    def _verdict(service: Mapping[str, Any], now: datetime.datetime,
+                 down_time: int) -> FilterResult:
         if service.get('disabled'):
             # disabled_reason is operator free text; it stays out of a user-facing reason.
-            return FilterResult.fail('compute service is disabled')
+            return FilterResult.fail(DISABLED)
         if service.get('forced_down'):
-            return FilterResult.fail('compute service is forced down')
+            return FilterResult.fail(FORCED_DOWN)
         last_seen_up = service.get('last_seen_up')
         if last_seen_up is None:
             return FilterResult.ok()
-        down_time = self.require_conf().service_down_time
-        elapsed = (self.clock() - _as_utc(last_seen_up)).total_seconds()
+        elapsed = (now - _as_utc(last_seen_up)).total_seconds()
         if elapsed > down_time:
             return FilterResult.fail(
                 f'compute service not seen up for {int(elapsed)}s '

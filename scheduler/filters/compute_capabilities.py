@@ -6,12 +6,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scheduler.filters import extra_specs_ops
-from scheduler.filters.base import BaseHostFilter, FilterResult, host_label
+from scheduler.filters.base import BaseHostFilter, FilterResult, all_pass, host_label
 from scheduler.filters.host_attributes import MISSING, host_attribute, is_absent, walk
 from scheduler.filters.reasons import brief
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from scheduler.filters.base import RowsVerdict
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -89,6 +93,15 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
             if not verdict.passed:
                 return verdict
         return FilterResult.ok()
+
+    def filter_rows(self, table: HostTable, rows: np.ndarray,
+                    spec_obj: RequestSpec) -> RowsVerdict | None:
+        # Only a flavor that names a capability needs the hosts one by one;
+        # a key without a colon may name one, depending on the host.
+        for key in spec_obj.flavor.extra_specs or {}:
+            if key == MAXPHYSADDR_BITS or ':' not in key or key.split(':', 1)[0] == SCOPE:
+                return None
+        return all_pass(rows)
 
     def _check(self, host_state: HostState, key: str, raw: str, path: tuple[str, ...],
                req: str) -> FilterResult:

@@ -13,8 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from scheduler.exceptions import FilterError
 from scheduler.filters.base import BaseHostFilter, host_label
+from scheduler.host_table import HostView
+from scheduler.vector_hooks import trusted_hook
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
@@ -65,7 +69,8 @@ class FilterStep:
 class FilterRun:
     """The outcome of :func:`apply_filters`."""
 
-    hosts: list[HostState]
+    #: the hosts that passed; a HostView when the input was one
+    hosts: Sequence[HostState]
     steps: list[FilterStep]
 
     @property
@@ -85,9 +90,13 @@ def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
                   rebuild: bool = False) -> FilterRun:
     """Filter ``hosts`` for the instance at ``instance_index`` of the request.
 
+    ``hosts`` may be a :class:`~scheduler.host_table.HostView`: filters with a
+    column-wise hook then judge all rows at once, and HostStates are built only
+    for the hosts a per-host plugin must see; the result is a HostView too.
+
     Raises :class:`FilterError` (naming the filter and host) when a plugin raises.
     """
-    remaining = list(hosts)
+    remaining: Sequence[HostState] = hosts if isinstance(hosts, HostView) else list(hosts)
     steps: list[FilterStep] = []
     for filter_ in filters:
         name = filter_.name
@@ -112,11 +121,54 @@ def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
     return run
 
 
-def _evaluate(filter_: BaseHostFilter, hosts: list[HostState],
-              spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
+def _evaluate(filter_: BaseHostFilter, hosts: Sequence[HostState],
+              spec_obj: RequestSpec) -> tuple[Sequence[HostState], dict[str, list[str]]]:
+    if isinstance(hosts, HostView):
+        return _evaluate_rows(filter_, hosts, spec_obj)
     if type(filter_).filter_all is BaseHostFilter.filter_all:
         return _evaluate_per_host(filter_, hosts, spec_obj)
     return _evaluate_filter_all(filter_, hosts, spec_obj)
+
+
+def _evaluate_rows(filter_: BaseHostFilter, view: HostView,
+                   spec_obj: RequestSpec) -> tuple[HostView, dict[str, list[str]]]:
+    table, rows = view.table, view.rows
+    if type(filter_).filter_all is not BaseHostFilter.filter_all:
+        passed, removed = _evaluate_filter_all(filter_, list(view), spec_obj)
+        kept = {id(h) for h in passed}
+        return view.where(np.array([id(table.host(r)) in kept for r in rows.tolist()],
+                                   dtype=bool)), removed
+    hook = trusted_hook(filter_, 'filter_rows', BaseHostFilter, ('filter_result', 'host_passes'))
+    verdict = None
+    if hook is not None:
+        try:
+            verdict = hook(table, rows, spec_obj)
+        except Exception as exc:
+            raise FilterError(filter_.name, f'{type(exc).__name__}: {exc}') from exc
+    if verdict is None:
+        mask = np.zeros(len(rows), dtype=bool)
+        failed: dict[int, str] = {}
+    else:
+        mask = np.array(verdict.passed, dtype=bool, copy=True)
+        failed = dict(verdict.failed)
+    undecided = np.flatnonzero(~mask)
+    for pos in undecided.tolist():
+        if pos in failed:
+            continue
+        host = table.host(int(rows[pos]))
+        try:
+            result = filter_.filter_result(host, spec_obj)
+        except Exception as exc:
+            raise FilterError(filter_.name, f'{type(exc).__name__}: {exc}',
+                              host=host_label(host)) from exc
+        if result.passed:
+            mask[pos] = True
+        else:
+            failed[pos] = result.reason or filter_.failure_reason
+    removed: dict[str, list[str]] = {}
+    for pos in sorted(failed):
+        removed.setdefault(failed[pos], []).append(table.label(int(rows[pos])))
+    return view.where(mask), removed
 
 
 def _evaluate_per_host(filter_: BaseHostFilter, hosts: list[HostState],

@@ -28,13 +28,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scheduler.filters.base import BaseHostFilter, FilterResult, host_label
+import numpy as np
+
+from scheduler.filters.base import BaseHostFilter, FilterResult, RowsVerdict, all_pass, host_label
 from scheduler.filters.host_attributes import MISSING, walk
 from scheduler.filters.log_once import LogOnce
 from scheduler.filters.reasons import brief
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -181,16 +184,44 @@ class ImagePropertiesFilter(BaseHostFilter):
                 return verdict
         return FilterResult.ok()
 
+    def filter_rows(self, table: HostTable, rows: np.ndarray,
+                    spec_obj: RequestSpec) -> RowsVerdict | None:
+        props = spec_obj.image.properties if spec_obj.image is not None else {}
+        if props.get('img_hv_requested_version') or props.get('hw_maxphysaddr_bits') is not None:
+            return None
+        wanted = self._wanted(props)
+        if not any(wanted):
+            return all_pass(rows)
+        # Hosts with the same supported_instances get the same verdict; hosts
+        # without any are judged (and logged) one by one.
+        codes = table.supported_codes[rows]
+        passed = np.zeros(len(rows), dtype=bool)
+        failing: list[np.ndarray] = []
+        reason = None
+        for code, supported in enumerate(table.supported_values):
+            if not supported:
+                continue
+            verdict = self._instance_type_verdict(supported, wanted)
+            if verdict.passed:
+                passed |= codes == code
+            else:
+                reason = verdict.reason
+                failing.append(np.flatnonzero(codes == code))
+        failed = {pos: reason for positions in failing for pos in positions.tolist()}
+        return RowsVerdict(passed, failed)
+
+    def _wanted(self, props: Any) -> Triple:
+        arch = props.get('hw_architecture') or self._default_architecture()
+        return (canonical_architecture(arch), canonical_hv_type(props.get('img_hv_type')),
+                canonical_vm_mode(props.get('hw_vm_mode')))
+
     def _default_architecture(self) -> str | None:
         if self.conf is None:
             return None
         return self.conf.filter_scheduler.image_properties_default_architecture
 
     def _check_instance_type(self, host_state: HostState, props: Any) -> FilterResult:
-        arch = props.get('hw_architecture') or self._default_architecture()
-        wanted: Triple = (canonical_architecture(arch),
-                          canonical_hv_type(props.get('img_hv_type')),
-                          canonical_vm_mode(props.get('hw_vm_mode')))
+        wanted = self._wanted(props)
         if not any(wanted):
             return FilterResult.ok()
         supported = host_state.supported_instances
@@ -198,6 +229,10 @@ class ImagePropertiesFilter(BaseHostFilter):
             self._unchecked(host_state, 'supported_instances',
                             'image architecture, hypervisor type and VM mode')
             return FilterResult.ok()
+        return self._instance_type_verdict(supported, wanted)
+
+    @staticmethod
+    def _instance_type_verdict(supported: Any, wanted: Triple) -> FilterResult:
         if supports(supported, wanted):
             return FilterResult.ok()
         asked = ', '.join(f'{field} {brief(value, 30)}'

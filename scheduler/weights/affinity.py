@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
+
 from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 
@@ -46,6 +49,18 @@ class _SoftAffinityWeigherBase(BaseHostWeigher):
 
     def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
         return self.sign * members_on_host(host_state, weight_properties, self.policy)
+
+    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
+        config_value = getattr(self.require_conf().filter_scheduler, self.multiplier_option)
+        return table.multiplier(self.multiplier_option, config_value, rows)
+
+    def raw_weights(self, table: HostTable, rows: np.ndarray,
+                    weight_properties: RequestSpec) -> np.ndarray:
+        group = weight_properties.instance_group
+        if group is None or (group.policy != self.policy
+                             and self.policy not in (group.policies or ())):
+            return np.zeros(len(rows))
+        return self.sign * table.members_on_rows(group.members)[rows]
 
 
 class ServerGroupSoftAffinityWeigher(_SoftAffinityWeigherBase):

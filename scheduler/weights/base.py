@@ -25,13 +25,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from scheduler.exceptions import ConfigurationError, WeigherError
 from scheduler.filters.base import host_label
+from scheduler.host_table import HostView, WeighedView
+from scheduler.vector_hooks import trusted_hook
 
 if TYPE_CHECKING:
     from oslo_config import cfg
 
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -118,6 +123,23 @@ class BaseHostWeigher:
         """
         return None
 
+    # Column-wise hooks (see scheduler.host_table). Each must agree with the
+    # per-host method it stands for; None means "use the per-host method".
+    def raw_weights(self, table: HostTable, rows: np.ndarray,
+                    weight_properties: RequestSpec) -> np.ndarray | None:
+        """:meth:`_weigh_object` for every row at once (before clamping), or None."""
+        return None
+
+    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float | None:
+        """:meth:`weight_multiplier` for every row at once (one float when it is
+        the same for all), or None."""
+        return None
+
+    def weighs_every_host(self, weight_properties: RequestSpec) -> bool:
+        """True when :meth:`unweighable_reason` is None for every host of this
+        request, so that it need not be asked host by host."""
+        return False
+
     def check_configuration(self) -> None:
         """Called once by the plugin loader after ``conf`` is set.
 
@@ -158,6 +180,12 @@ def get_weight_multiplier(host_state: HostState, option_name: str,
     """
     values = {agg.metadata[option_name] for agg in host_state.aggregates
               if option_name in agg.metadata}
+    return multiplier_from_values(option_name, values, config_value)
+
+
+def multiplier_from_values(option_name: str, values: set[str],
+                           config_value: float) -> float:
+    """:func:`get_weight_multiplier` from the metadata values of one host's aggregates."""
     if not values:
         return float(config_value)
     try:
@@ -209,9 +237,111 @@ def _warn_unparsable(option_name: str, values: tuple[str, ...]) -> None:
                 'using the configured value', option_name, list(values))
 
 
+def normalize_array(values: np.ndarray, minval: float | None = None,
+                    maxval: float | None = None) -> np.ndarray:
+    """:func:`normalize` over an array, with the same float operations."""
+    if not len(values):
+        return values.astype(np.float64)
+    upper = float(values.max() if maxval is None else maxval)
+    lower = float(values.min() if minval is None else minval)
+    if lower == upper:
+        return _ALL_ZERO
+    return (values.astype(np.float64) - lower) / (upper - lower)
+
+
+# normalize_array's "all 0.0" (compared by identity, so callers can skip the arithmetic).
+_ALL_ZERO = np.zeros(0, dtype=np.float64)
+
+
+def _weigh_rows(weighers: Sequence[BaseHostWeigher], view: HostView, spec_obj: RequestSpec,
+                excluded: list[Exclusion] | None) -> WeighedView:
+    table = view.table
+    view = _weighable_rows(weighers, view, spec_obj, excluded)
+    rows = view.rows
+    weights = np.zeros(len(rows), dtype=np.float64)
+    contributions: dict[str, np.ndarray] = {}
+    if len(rows) <= 1:
+        return WeighedView(table, rows, weights, contributions)
+    for weigher in weighers:
+        name = weigher.name
+        try:
+            raw = _raw_rows(weigher, view, spec_obj)
+            if len(raw) != len(rows):
+                raise ValueError(f'returned {len(raw)} weights for {len(rows)} hosts')
+            normalized = normalize_array(raw, weigher.minval, weigher.maxval)
+            multipliers = _multiplier_rows(weigher, view)
+        except Exception as exc:
+            raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
+        if normalized is _ALL_ZERO:
+            # Every host weighs the same: no share to add (0.0 each, as below).
+            score = np.zeros(len(rows), dtype=np.float64)
+            normalized = score
+        else:
+            score = multipliers * normalized
+            weights += score
+        if name in contributions:
+            contributions[name] = contributions[name] + score
+        else:
+            contributions[name] = score
+        if LOG.isEnabledFor(logging.DEBUG):
+            shown = rows[:_LOG_HOSTS].tolist()
+            per_row = np.broadcast_to(multipliers, rows.shape).tolist()
+            LOG.debug('%s (multiplier * normalised raw): %s', name, ', '.join(
+                f'{table.label(r)}: {m} * {n:.4f} ({w})'
+                for r, w, n, m in zip(shown, raw.tolist(), normalized.tolist(), per_row,
+                                      strict=False)))
+    # Ordered (descending, stable, as sorted(..., reverse=True) on the per-host
+    # path) as far as it is read.
+    return WeighedView(table, rows, weights, contributions)
+
+
+def _weighable_rows(weighers: Sequence[BaseHostWeigher], view: HostView,
+                    spec_obj: RequestSpec, excluded: list[Exclusion] | None) -> HostView:
+    for weigher in weighers:
+        if type(weigher).unweighable_reason is BaseHostWeigher.unweighable_reason:
+            continue
+        everyone = trusted_hook(weigher, 'weighs_every_host', BaseHostWeigher,
+                                ('unweighable_reason',))
+        try:
+            if everyone is not None and everyone(spec_obj):
+                continue
+        except Exception as exc:
+            raise WeigherError(weigher.name, f'{type(exc).__name__}: {exc}') from exc
+        kept = {id(h) for h in _weighable([weigher], list(view), spec_obj, excluded)}
+        table = view.table
+        view = view.where(np.array([id(table.host(r)) in kept for r in view.rows.tolist()],
+                                   dtype=bool))
+    return view
+
+
+def _raw_rows(weigher: BaseHostWeigher, view: HostView, spec_obj: RequestSpec) -> np.ndarray:
+    hook = trusted_hook(weigher, 'raw_weights', BaseHostWeigher,
+                        ('_weigh_object', 'weigh_objects'))
+    raw = hook(view.table, view.rows, spec_obj) if hook is not None else None
+    if raw is None:
+        return np.asarray(weigher.weigh_objects([WeighedHost(h) for h in view], spec_obj),
+                          dtype=np.float64)
+    raw = np.asarray(raw, dtype=np.float64)
+    if weigher.minval is not None:
+        raw = np.maximum(raw, weigher.minval)
+    if weigher.maxval is not None:
+        raw = np.minimum(raw, weigher.maxval)
+    return raw
+
+
+def _multiplier_rows(weigher: BaseHostWeigher, view: HostView) -> np.ndarray | float:
+    hook = trusted_hook(weigher, 'multipliers', BaseHostWeigher, ('weight_multiplier',))
+    values = hook(view.table, view.rows) if hook is not None else None
+    if values is None:
+        return np.array([float(weigher.weight_multiplier(h)) for h in view], dtype=np.float64)
+    if isinstance(values, (int, float)):
+        return float(values)
+    return np.asarray(values, dtype=np.float64)
+
+
 def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
                 spec_obj: RequestSpec, *,
-                excluded: list[Exclusion] | None = None) -> list[WeighedHost]:
+                excluded: list[Exclusion] | None = None) -> Sequence[WeighedHost]:
     """Weigh and sort ``hosts`` (descending, stable).
 
     Hosts a weigher cannot weigh (:meth:`BaseHostWeigher.unweighable_reason`)
@@ -219,7 +349,13 @@ def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
     to ``excluded`` when given. With at most one host left nothing is weighed
     (Nova skips it) and weights are 0.0. Raises :class:`WeigherError` naming
     the weigher when a plugin raises.
+
+    With a :class:`~scheduler.host_table.HostView`, weighers with column-wise
+    hooks weigh all rows at once and the answer is a
+    :class:`~scheduler.host_table.WeighedView` (same order, same weights).
     """
+    if isinstance(hosts, HostView):
+        return _weigh_rows(weighers, hosts, spec_obj, excluded)
     weighed = [WeighedHost(h) for h in _weighable(weighers, hosts, spec_obj, excluded)]
     if len(weighed) <= 1:
         return weighed

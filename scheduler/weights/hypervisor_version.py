@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING
 from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 
@@ -22,3 +25,11 @@ class HypervisorVersionWeigher(BaseHostWeigher):
 
     def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
         return host_state.hypervisor_version or 0
+
+    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
+        config_value = self.require_conf().filter_scheduler.hypervisor_version_weight_multiplier
+        return table.multiplier('hypervisor_version_weight_multiplier', config_value, rows)
+
+    def raw_weights(self, table: HostTable, rows: np.ndarray,
+                    weight_properties: RequestSpec) -> np.ndarray | None:
+        return table.hypervisor_version[rows]

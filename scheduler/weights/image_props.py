@@ -22,11 +22,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
 from scheduler.weights.setting import parse_weight_setting
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -97,3 +100,13 @@ class ImagePropertiesWeigher(BaseHostWeigher):
             image.properties if image is not None else None,
             (instance_image_properties(i) for i in host_state.instances.values()),
             self.setting())
+
+    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
+        config_value = self.require_conf().filter_scheduler.image_props_weight_multiplier
+        return table.multiplier('image_props_weight_multiplier', config_value, rows)
+
+    def raw_weights(self, table: HostTable, rows: np.ndarray,
+                    weight_properties: RequestSpec) -> np.ndarray | None:
+        if not self.require_conf().filter_scheduler.image_props_weight_multiplier:
+            return np.zeros(len(rows))
+        return None

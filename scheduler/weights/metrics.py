@@ -21,11 +21,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
 from scheduler.weights.setting import parse_weight_setting
 
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
+    from scheduler.host_table import HostTable
     from scheduler.objects.spec import RequestSpec
 
 SETTING_OPTION = '[metrics] weight_setting'
@@ -76,3 +79,16 @@ class MetricsWeigher(BaseHostWeigher):
             elif ratio * self.weight_multiplier(host_state) != 0:
                 return conf.weight_of_unavailable
         return value
+
+    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
+        return table.multiplier('metrics_weight_multiplier',
+                                self.require_conf().metrics.weight_multiplier, rows)
+
+    def weighs_every_host(self, weight_properties: RequestSpec) -> bool:
+        return not self.setting() or not self.require_conf().metrics.required
+
+    def raw_weights(self, table: HostTable, rows: np.ndarray,
+                    weight_properties: RequestSpec) -> np.ndarray | None:
+        if not self.setting():
+            return np.zeros(len(rows))
+        return None

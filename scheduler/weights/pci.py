@@ -56,3 +56,16 @@ class PCIWeigher(BaseHostWeigher):
 
     def _weigh_object(self, host_state: HostState, weight_properties: RequestSpec) -> float:
         return MAX_DEVS - min(free_pci_devices(host_state), MAX_DEVS - 1)
+
+    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
+        config_value = self.require_conf().filter_scheduler.pci_weight_multiplier
+        return table.multiplier('pci_weight_multiplier', config_value, rows)
+
+    def raw_weights(self, table: HostTable, rows: np.ndarray,
+                    weight_properties: RequestSpec) -> np.ndarray:
+        # Hosts without PCI data have no free device; only the others are
+        # looked at one by one.
+        weights = np.full(len(rows), float(MAX_DEVS), dtype=np.float64)
+        for pos in np.flatnonzero(table.pci_data[rows]).tolist():
+            weights[pos] = self._weigh_object(table.host(int(rows[pos])), weight_properties)
+        return weights
