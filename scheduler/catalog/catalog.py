@@ -481,7 +481,12 @@ class HostCatalog:
             for host in dict.fromkeys(aggregate.hosts):
                 by_host.setdefault(host, []).append(aggregate)
         self._aggregates = ordered
-        self._aggregates_by_host = {h: tuple(aggs) for h, aggs in by_host.items()}
+        # Hosts in the same aggregates share one tuple (tens of thousands of hosts,
+        # a handful of combinations).
+        combinations: dict[tuple[str, ...], tuple[Aggregate, ...]] = {}
+        self._aggregates_by_host = {
+            h: combinations.setdefault(tuple(a.uuid for a in aggs), tuple(aggs))
+            for h, aggs in by_host.items()}
 
 
 def _copy_aggregate(aggregate: Aggregate) -> Aggregate:

@@ -501,3 +501,62 @@ def test_concurrent_casts_reads_and_reloads_lose_nothing_and_tear_nothing(tmp_pa
         assert len(catalog.instances_on_host(f'w{n}')) == per_thread
         assert len(catalog.aggregates_for_host(f'w{n}')) == per_thread
     assert catalog.snapshot_stats()['provider_names'] == per_thread * writers
+
+
+# ---------------------------------------------------------------- large hosts files
+def records_of(catalog: HostCatalog) -> list[HostRecord]:
+    return sorted(catalog.find_nodes(None, None), key=lambda r: r.nodename)
+
+
+def test_a_json_hosts_file_reads_like_the_same_content_in_yaml(tmp_path):
+    import json
+
+    import yaml
+    document = yaml.safe_load(HOSTS_YAML)
+    as_json = write(tmp_path, json.dumps(document, default=str), name='hosts.json')
+
+    from_json = HostCatalog.from_file(as_json, default_cell_uuid=DEFAULT_CELL)
+
+    assert records_of(from_json) == records_of(make_catalog(tmp_path))
+    assert from_json.all_aggregates() == make_catalog(tmp_path).all_aggregates()
+
+
+def test_a_large_file_is_parsed_in_a_child_process_with_the_same_result(tmp_path, monkeypatch):
+    from scheduler.catalog import hosts_file
+    in_process = make_catalog(tmp_path)
+    monkeypatch.setattr(hosts_file, 'CHILD_PARSE_BYTES', 0)
+    calls = []
+    real_run = hosts_file.subprocess.run
+    monkeypatch.setattr(hosts_file.subprocess, 'run',
+                        lambda *a, **kw: calls.append(a) or real_run(*a, **kw))
+
+    in_child = make_catalog(tmp_path)
+
+    assert calls, 'the child process was not used'
+    assert records_of(in_child) == records_of(in_process)
+    assert in_child.all_aggregates() == in_process.all_aggregates()
+
+
+def test_a_child_parse_reports_the_same_error_naming_the_file_and_entry(tmp_path, monkeypatch):
+    from scheduler.catalog import hosts_file
+    monkeypatch.setattr(hosts_file, 'CHILD_PARSE_BYTES', 0)
+    path = write(tmp_path, 'hosts: [{nodename: a, stats: {x: [1]}}]')
+
+    with pytest.raises(CatalogError) as info:
+        HostCatalog.from_file(path, default_cell_uuid=DEFAULT_CELL)
+
+    assert str(info.value).startswith(f'{path}: ')
+    assert 'hosts[0] (a): stats.x must be a string' in str(info.value)
+
+
+def test_hosts_with_equal_values_share_one_copy(tmp_path):
+    path = write(tmp_path, '''
+        hosts:
+          - {nodename: a, cpu_info: {model: X}, supported_instances: [[x86_64, kvm, hvm]]}
+          - {nodename: b, cpu_info: {model: X}, supported_instances: [[x86_64, kvm, hvm]]}
+    ''')
+    a, b = records_of(HostCatalog.from_file(path, default_cell_uuid=DEFAULT_CELL))
+
+    assert a.cpu_info == b.cpu_info == {'model': 'X'}
+    assert a.cpu_info is b.cpu_info
+    assert a.supported_instances is b.supported_instances

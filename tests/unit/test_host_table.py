@@ -39,7 +39,7 @@ ALL_FILTERS = [
     'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
     'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter', 'SameHostFilter',
     'DifferentHostFilter', 'IoOpsFilter', 'NumInstancesFilter', 'AggregateIoOpsFilter',
-    'AvailabilityZoneFilter', 'MetricsFilter']
+    'AvailabilityZoneFilter', 'MetricsFilter', 'NUMATopologyFilter', 'PciPassthroughFilter']
 MULTIPLIER_OPTIONS = ('ram_weight_multiplier', 'cpu_weight_multiplier',
                       'disk_weight_multiplier', 'io_ops_weight_multiplier',
                       'soft_affinity_weight_multiplier', 'soft_anti_affinity_weight_multiplier',
@@ -135,7 +135,7 @@ def random_spec(rng: random.Random, instances: dict[str, list[str]], n_instances
         group = InstanceGroup(uuid=uuid_for('group'), policy=policy, members=members,
                               hosts=[], rules=rng.choice(({}, {'max_server_per_host': '2'})))
     extra_specs = rng.choice(({}, {'hw:cpu_policy': 'shared'},
-                              {'capabilities:hypervisor_type': 'QEMU'}))
+                              {'capabilities:hypervisor_type': 'QEMU'}, {'hw:numa_nodes': '1'}))
     image = ImageMeta(properties=ImageMetaProps(rng.choice(
         ({}, {'hw_architecture': 'x86_64'}, {'hw_architecture': 'aarch64'},
          {'img_hv_type': 'kvm', 'hw_vm_mode': 'hvm'}))))
