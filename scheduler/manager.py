@@ -33,6 +33,7 @@ from placement_client.models import AllocationRequest, Candidates, ConsumerAlloc
 from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
 from scheduler import explain, group_claims, metrics
+from scheduler.candidate_reuse import CandidateReuse
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
 from scheduler.filters.handler import apply_filters
@@ -82,6 +83,7 @@ class SchedulerManager:
             retry_delay=conf.scheduler.claim_retry_delay, rng=self.rng)
         self.cleanups = cleanups or claims_mod.PendingCleanups(
             placement, interval=conf.scheduler.cleanup_retry_interval)
+        self.reuse = CandidateReuse(conf.scheduler.candidates_reuse_window)
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
         self.group_check = group_claims.GroupClaimCheck(placement, self.cleanups)
@@ -123,7 +125,10 @@ class SchedulerManager:
             return_alternates and return_objects) else 0
         try:
             selections = self._selections(spec, placed, remaining, num_alts)
-            return finish(selections) if finish is not None else selections
+            answer = finish(selections) if finish is not None else selections
+            self.reuse.claimed(p.claim.allocations for p in placed
+                               if p.claim is not None and not p.claim.is_move)
+            return answer
         except Exception as e:
             # Choosing alternates runs the filters and weighers once more, and the
             # answer still has to be encoded: if either fails, the claims already
@@ -159,7 +164,10 @@ class SchedulerManager:
         trace.limit = translated.query.limit
 
         with metrics.stage('placement_query'):
-            candidates = self._allocation_candidates(context, translated.query, trace)
+            # A move holds allocations the answer does not know about: ask afresh.
+            candidates = self._allocation_candidates(
+                context, translated.query, trace,
+                reuse=claim and spec.requested_destination is None and not spec.ignore_hosts)
             if fallback_query_needed(translated, self.conf):
                 candidates = self._with_fallback(context, spec, candidates, limit=limit,
                                                  in_tree=in_tree, trace=trace)
@@ -263,9 +271,19 @@ class SchedulerManager:
 
     # ------------------------------------------------------------------ stages
     def _allocation_candidates(self, context: RequestContext, query,
-                               trace: explain.RequestTrace) -> Candidates:
+                               trace: explain.RequestTrace, *, reuse: bool = False) -> Candidates:
+        key = query.describe()
+        if reuse and self.reuse.enabled:
+            cached = self.reuse.get(key)
+            if cached is not None:
+                trace.query = f'{trace.query} (answer reused)'
+                return cached
         try:
-            return self.placement.get_allocation_candidates(query, request_id=context.global_id)
+            candidates = self.placement.get_allocation_candidates(
+                query, request_id=context.global_id)
+            if reuse and self.reuse.enabled:
+                self.reuse.put(key, candidates)
+            return candidates
         except pexc.PlacementUnavailable as e:
             trace.placement_error = (f'Placement unreachable after {e.attempts} attempts '
                                      f'({_short(e)})')

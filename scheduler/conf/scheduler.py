@@ -164,6 +164,15 @@ service_opts = [
                      'HostState for every host and runs every plugin host by host, as Nova '
                      'does (much slower at thousands of hosts; for comparing or diagnosing a '
                      'plugin).'),
+    cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
+                 help='Seconds during which a worker answers a request from the previous '
+                      'Placement answer to the same query instead of asking Placement again '
+                      '(with the usage of its own claims since added). Other schedulers\' '
+                      'claims are only seen when the window ends; Placement still refuses '
+                      'claims that do not fit, so a stale answer costs claim retries, never '
+                      'an over-committed host. Moves and rebuild checks never reuse. 0 '
+                      '(the default) asks Placement for every request; see '
+                      'doc/performance.md for the measurement.'),
     cfg.FloatOpt('claim_retry_delay', default=0.2, min=0.0,
                  help='Base, in seconds, of the jittered back-off between claim attempts '
                       'after a generation conflict.'),

@@ -588,3 +588,31 @@ def test_pinned_cpus_fall_back_to_vcpu_candidates_like_nova(fake, make_manager):
     queries = [c.kwargs['query'].describe() for c in fake.calls_to('get_allocation_candidates')]
     assert ['PCPU:2' in q for q in queries] == [True, False]
     assert 'VCPU:2' in queries[1]
+
+
+# ---------------------------------------------------------------- answer reuse (option)
+def test_with_answer_reuse_the_next_request_claims_from_the_previous_answer(
+        fake, make_manager):
+    roomy = fake.add_compute('roomy', vcpus=1, ram_mb=65536)   # weighs best, fits one
+    other = fake.add_compute('other', vcpus=8, ram_mb=8192)
+    manager = make_manager(scheduler={'candidates_reuse_window': 30.0})
+    first, second = uuids(2)
+
+    select(manager, spec(), [first])
+    select(manager, spec(), [second])
+
+    # One question to Placement; the second request saw the first one's claim
+    # on the reused answer and did not send a PUT Placement would refuse.
+    assert len(fake.calls_to('get_allocation_candidates')) == 1
+    assert [consumer for consumer, _ in fake.claims()] == [first, second]
+    assert fake.holdings() == {first: {roomy: ASK}, second: {other: ASK}}
+
+
+def test_without_the_option_every_request_asks_placement(fake, make_manager):
+    fake.add_compute('cn1')
+    manager = make_manager()
+
+    for instance in uuids(2):
+        select(manager, spec(), [instance])
+
+    assert len(fake.calls_to('get_allocation_candidates')) == 2
