@@ -1,0 +1,1 @@
+"""``tox -e bench``: the performance benchmark (doc/performance.md)."""
