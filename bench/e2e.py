@@ -61,6 +61,8 @@ DEFAULT_SECONDS = 45.0
 DEFAULT_WARMUP = 5.0
 OWN_SHARE_TARGET = 10.0      # percent of a request's wall time
 THROUGHPUT_TARGET = 0.9      # of Placement's ceiling, with several workers
+#: The stretch measurement's [scheduler] candidates_reuse_window, in seconds.
+REUSE_WINDOW = 1.0
 #: The microversion the service claims and queries at (placement_client.client).
 SERVICE_MICROVERSION = '1.36'
 
@@ -317,12 +319,13 @@ def _closed_loop(clients: int, seconds: float, warmup: float,
 
 
 def _scheduler_phase(dep: deploy.Deployment, workers: int, clients: int, seconds: float,
-                     warmup: float) -> tuple[_Phase, Counter]:
+                     warmup: float, extra_config: str = '') -> tuple[_Phase, Counter]:
     from scheduler.rpc.client import SchedulerClient
 
     log = dep.access_log()
     with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=workers,
-                                  hosts_file=dep.hosts_file()) as (svc, tr):
+                                  hosts_file=dep.hosts_file(),
+                                  extra_config=extra_config) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=120)
         log.skip_to_end()
         _, spec, _ = deploy.boot_call(deploy.new_request_id(), str(uuidlib.uuid4()))
@@ -418,8 +421,10 @@ def _phase_note(phase: _Phase, statuses: Counter, clients: int) -> str:
 def run_throughput(providers: int = DEFAULT_PROVIDERS,
                    workers: Sequence[int] = DEFAULT_WORKERS, clients: int = DEFAULT_CLIENTS,
                    seconds: float = DEFAULT_SECONDS, *, warmup: float = DEFAULT_WARMUP,
-                   deployment: deploy.Deployment | None = None) -> list[Row]:
-    """Decisions/s with each worker count, next to Placement's own ceiling."""
+                   deployment: deploy.Deployment | None = None,
+                   reuse_workers: Sequence[int] = (4,)) -> list[Row]:
+    """Decisions/s with each worker count, next to Placement's own ceiling; then
+    with ``reuse_workers`` workers reusing Placement answers (information)."""
     rows: list[Row] = []
     with _deployment(providers, deployment) as dep:
         ceiling, statuses = _ceiling_phase(dep, clients, seconds, warmup)
@@ -433,6 +438,18 @@ def run_throughput(providers: int = DEFAULT_PROVIDERS,
             rows.append(Row(f'throughput: {count} service worker{"s" if count > 1 else ""}',
                             providers, phase.rate, unit='req/s',
                             note=_phase_note(phase, statuses, clients)))
+        # The stretch: reuse one Placement answer for the same query within a
+        # window ([scheduler] candidates_reuse_window, off by default).
+        for count in reuse_workers:
+            phase, statuses = _scheduler_phase(
+                dep, count, clients, seconds, warmup,
+                extra_config=f'[scheduler]\ncandidates_reuse_window = {REUSE_WINDOW}\n')
+            conflicts = statuses.get('PUT 409', 0)
+            rows.append(Row(f'throughput: {count} workers, answers reused for {REUSE_WINDOW:g}s',
+                            providers, phase.rate, unit='req/s',
+                            ratio=phase.rate / ceiling.rate if ceiling.rate else 0.0,
+                            note=_phase_note(phase, statuses, clients)
+                            + f'; {conflicts} claims refused (409)'))
     for count, rate in measured.items():
         ratio = rate / ceiling.rate if ceiling.rate else 0.0
         several = count > 1
