@@ -243,13 +243,14 @@ def _e2e_rows(providers: int, samples: list[_Sample]) -> list[Row]:
         rows.append(Row('e2e: service: claim HTTP overhead', providers,
                         statistics.median(claim_overhead) * ms,
                         note='claim stage - Placement PUT server time'))
-        for stage in ('request_filters', 'filtering', 'weighing'):
+        for stage in ('request_filters', 'host_states', 'filtering', 'weighing'):
             rows.append(Row(f'e2e: service: {stage}', providers,
-                            statistics.median([s.stages[stage] for s in samples]) * ms))
+                            statistics.median([s.stages.get(stage, 0.0) for s in samples])
+                            * ms))
         rest = [s.server - sum(s.stages.values()) for s in samples]
         rows.append(Row('e2e: service: outside the stage timers', providers,
                         statistics.median(rest) * ms,
-                        note='decode, host states, alternates, encoding'))
+                        note='alternates, encoding, logging, freeing the request'))
     return rows
 
 
