@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
+from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.cell_database import GROUP
 from scheduler.exceptions import ConfigurationError, HostDataError, SchedulerError
 from scheduler.objects.numa import HostNUMATopology, parse_host_numa_topology
@@ -188,21 +188,21 @@ class CellDatabaseReader:
         return text
 
 
-class CellDatabaseSync:
+class CellDatabaseSync(PeriodicSync):
     """Reads every cell every ``interval`` seconds on a thread and applies the union
     of each cell's last good data to ``catalog`` (calls never wait for it)."""
 
+    thread_name = 'cell-db-sync'
+    label = 'cell database sync'
+
     def __init__(self, catalog: HostCatalog, readers: Sequence[CellDatabaseReader], *,
                  interval: float):
+        super().__init__(interval=interval)
         self._catalog = catalog
         self._readers = list(readers)
-        self._interval = interval
         self._nodes: dict[str, list[ComputeNodeData]] = {}   # reader label -> last good
         self._last_success: dict[str, float] = {}
         self.failures_in_a_row: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._first_attempt = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def sync_once(self) -> bool:
         """One read of every cell; True when all of them were read."""
@@ -241,33 +241,10 @@ class CellDatabaseSync:
             [node for reader in self._readers for node in self._nodes.get(reader.label, ())])
         return all_read
 
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name='cell-db-sync', daemon=True)
-        self._thread.start()
-
-    def wait_for_first_attempt(self, timeout: float) -> bool:
-        return self._first_attempt.wait(timeout)
-
     def stop(self, timeout: float | None = None) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
+        super().stop(timeout)
         for reader in self._readers:
             reader.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync_once()
-            except Exception:  # noqa: BLE001 - the loop must outlive any bug in one round
-                LOG.exception('cell database sync: unexpected error; trying again next '
-                              'interval')
-            finally:
-                self._first_attempt.set()
-            self._stop.wait(self._interval)
 
 
 def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ from oslo_config import cfg
 from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
 from scheduler.catalog.nova_api import NovaApiError, NovaSnapshot
+from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
 from scheduler.exceptions import ConfigurationError
 
@@ -118,16 +118,16 @@ class NovaComputeReader:
             raise NovaApiError(f'GET {url}: the answer is not JSON') from None
 
 
-class NovaSync:
+class NovaSync(PeriodicSync):
     """Applies a fresh snapshot to ``catalog`` every ``interval`` seconds, on a thread."""
 
+    thread_name = 'nova-api-sync'
+    label = 'compute API sync'
+
     def __init__(self, catalog: HostCatalog, reader: NovaComputeReader, *, interval: float):
+        super().__init__(interval=interval)
         self._catalog = catalog
         self._reader = reader
-        self._interval = interval
-        self._stop = threading.Event()
-        self._first_attempt = threading.Event()
-        self._thread: threading.Thread | None = None
         self.failures_in_a_row = 0
         self.last_success: float | None = None  # time.monotonic()
 
@@ -157,33 +157,6 @@ class NovaSync:
         self.failures_in_a_row = 0
         self.last_success = time.monotonic()
         return True
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name='nova-api-sync', daemon=True)
-        self._thread.start()
-
-    def wait_for_first_attempt(self, timeout: float) -> bool:
-        """Whether the first read (successful or not) finished within ``timeout`` seconds."""
-        return self._first_attempt.wait(timeout)
-
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop the loop; a read in flight ends within its HTTP timeouts."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync_once()
-            except Exception:  # noqa: BLE001 - the loop must outlive any bug in one round
-                LOG.exception('compute API sync: unexpected error; trying again next interval')
-            finally:
-                self._first_attempt.set()
-            self._stop.wait(self._interval)
 
 
 def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync | None:
