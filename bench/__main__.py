@@ -41,10 +41,11 @@ def _reps_for_nova(n: int) -> int:
     return 5 if n <= 1000 else 3 if n <= 10000 else 1
 
 
-def timed(fn: Callable[[], Any]) -> float:
+def timed(fn: Callable[[], Any], *, collect: bool = True) -> float:
     # A full collection costs up to a few hundred ms with both sides' objects
     # alive and lands in whichever run crosses the threshold: run it untimed.
-    gc.collect()
+    if collect:
+        gc.collect()
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1000
@@ -63,11 +64,17 @@ def median_ms(fn: Callable[[], Any], *, reps: int, min_total_ms: float = 0.0,
 def median_decision_ms(side: Any, raw: bytes, kind: str, *, reps: int,
                        min_total_ms: float = 0.0, max_reps: int = 50) -> float:
     """The decision alone: host states are built afresh (untimed) for every run,
-    because a decision consumes them."""
+    because a decision consumes them.
+
+    The untimed collection runs before the build, and the decision right after
+    it, as in a request: a collection in between would walk every object of
+    both sides and leave the caches colder than any request finds them.
+    """
     samples: list[float] = []
     while len(samples) < reps or (sum(samples) < min_total_ms and len(samples) < max_reps):
+        gc.collect()
         built = side.build(raw)
-        samples.append(timed(lambda built=built: side.decide(built, kind)))
+        samples.append(timed(lambda built=built: side.decide(built, kind), collect=False))
         del built
     return statistics.median(samples)
 

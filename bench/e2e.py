@@ -116,7 +116,8 @@ class _Sample:
 
 _STAGE_KEY = 'scheduler_stage_seconds_sum{{stage="{}"}}'
 _REQUEST_KEY = 'scheduler_select_destinations_seconds_sum'
-_STAGES = ('request_filters', 'placement_query', 'filtering', 'weighing', 'claim')
+_STAGES = ('request_filters', 'placement_query', 'host_states', 'filtering', 'weighing',
+           'claim')
 
 
 @contextlib.contextmanager
@@ -250,7 +251,7 @@ def _e2e_rows(providers: int, samples: list[_Sample]) -> list[Row]:
         rest = [s.server - sum(s.stages.values()) for s in samples]
         rows.append(Row('e2e: service: outside the stage timers', providers,
                         statistics.median(rest) * ms,
-                        note='alternates, encoding, logging, freeing the request'))
+                        note='decoding the call, alternates, encoding the answer, logging'))
     return rows
 
 

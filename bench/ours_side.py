@@ -28,6 +28,7 @@ from oslo_config import cfg
 
 from bench.synthetic import CELL_UUID, REQUEST_RESOURCES, SyntheticCloud, make_cloud
 from placement_client.client import decode_json
+from placement_client.gc_pause import paused_gc
 from placement_client.models import Candidates
 from scheduler import conf as scheduler_conf
 from scheduler import explain, plugins
@@ -112,8 +113,11 @@ class OursSide:
 
     def decide(self, built: Any, kind: str) -> list[str]:
         spec, uuids = request_spec(kind)
-        placed, _ = self.manager._place_each(self.context, spec, list(uuids), built,
-                                             trace=explain.RequestTrace(), claim=False)
+        # select_destinations runs the whole request, this loop included, with
+        # the collector paused (SchedulerManager.select_destinations).
+        with paused_gc():
+            placed, _ = self.manager._place_each(self.context, spec, list(uuids), built,
+                                                 trace=explain.RequestTrace(), claim=False)
         return [p.host.host for p in placed]
 
     def whole(self, raw: bytes) -> list[str]:
