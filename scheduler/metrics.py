@@ -265,19 +265,20 @@ class stage(contextlib.ContextDecorator):  # noqa: N801 - reads as a function at
         if name not in STAGES:
             raise ValueError(f'unknown stage {name!r}; one of {STAGES}')
         self.name = name
-        self._starts = threading.local()
+        self._started = 0.0
+
+    def _recreate_cm(self) -> stage:
+        # As a decorator one instance serves every call, from any thread, so each
+        # call times itself with its own; a ``with stage(...)`` is used once.
+        return type(self)(self.name)
 
     def __enter__(self) -> stage:
         _local.last_stage = self.name
-        starts = getattr(self._starts, 'stack', None)
-        if starts is None:
-            starts = self._starts.stack = []
-        starts.append(time.monotonic())
+        self._started = time.monotonic()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        started = self._starts.stack.pop()
-        STAGE_LATENCY.observe(time.monotonic() - started, stage=self.name)
+        STAGE_LATENCY.observe(time.monotonic() - self._started, stage=self.name)
 
 
 def last_stage() -> str | None:

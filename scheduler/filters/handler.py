@@ -115,7 +115,7 @@ def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
         _log_removals(step, instance_index)
         remaining = passed
     run = FilterRun(remaining, steps)
-    if filters:
+    if filters and LOG.isEnabledFor(logging.INFO):
         LOG.info('Filtering for instance index %d: %d of %d hosts passed: %s',
                  instance_index, len(remaining), len(hosts), run.summary())
     return run
