@@ -9,11 +9,12 @@ answers to :mod:`placement_client.models` values or to the errors of
 """
 from __future__ import annotations
 
-import json
 import logging
+import os
 import random
 import re
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import token_endpoint
 from oslo_config import cfg
 
+from placement_client import json_body
 from placement_client.exceptions import (
     BadRequest,
     CapacityExceeded,
@@ -167,6 +169,10 @@ def _load_adapter(conf: cfg.ConfigOpts) -> ks_adapter.Adapter:
         raise ConfigurationError(f'[{GROUP}] auth_type = admin_token needs [{GROUP}] token')
     try:
         session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
+        if not environment_configures_requests():
+            # requests would look for proxies, a CA bundle and a netrc file on
+            # every call and find none (0.15 ms a call); it is told once.
+            session.session.trust_env = False
         # Our retry policy is the only one (bounded, with jitter, counted in
         # PlacementUnavailable.attempts), and we look at every status ourselves.
         return ks_loading.load_adapter_from_conf_options(
@@ -174,6 +180,21 @@ def _load_adapter(conf: cfg.ConfigOpts) -> ks_adapter.Adapter:
             connect_retries=0, status_code_retries=0, client_name='placement-scheduler')
     except (TypeError, ValueError, ks_exc.ClientException) as exc:
         raise ConfigurationError(f'[{GROUP}] invalid session/adapter options: {exc}') from exc
+
+
+def environment_configures_requests() -> bool:
+    """Whether requests would take anything from this process's environment:
+    a proxy (environment variables, or the system's settings where it has
+    them), a CA bundle (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``) or a netrc
+    file (``NETRC``, ``~/.netrc``, ``~/_netrc``)."""
+    if urllib.request.getproxies():
+        return True
+    if os.environ.get('REQUESTS_CA_BUNDLE') or os.environ.get('CURL_CA_BUNDLE'):
+        return True
+    netrc = os.environ.get('NETRC')
+    locations = (netrc,) if netrc is not None else tuple(
+        f'~/{name}' for name in requests.utils.NETRC_FILES)
+    return any(os.path.exists(os.path.expanduser(path)) for path in locations)
 
 
 def _redact(text: str) -> str:
@@ -463,10 +484,10 @@ def _same_claim(current: ConsumerAllocations, sent: AllocationRequest, project_i
 
 
 def decode_json(content: bytes) -> Any:
-    """A response body as Python values (json.loads detects UTF-8/16/32, as JSON
-    requires), with the garbage collector paused for large answers."""
+    """A response body as Python values (:func:`placement_client.json_body.loads`),
+    with the garbage collector paused for large answers."""
     with paused_gc():
-        return json.loads(content)
+        return json_body.loads(content)
 
 
 def _json(response: requests.Response) -> Mapping[str, Any]:

@@ -19,6 +19,7 @@ import requests
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
+from placement_client import client as client_mod
 from placement_client.client import (
     ALLOCATION_CANDIDATES_MICROVERSION,
     MIN_MICROVERSION,
@@ -624,3 +625,62 @@ def test_logs_never_contain_the_token(recording_server, silent_server, caplog):
     assert any('resource_providers' in r.getMessage() for r in caplog.records)
     assert secret not in caplog.text
     assert secret not in str(info.value)
+
+
+# ---------------------------------------------------- what requests reads from the environment
+
+_PROXY_VARIABLES = ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy', 'ftp_proxy')
+
+
+@pytest.fixture
+def bare_environment(monkeypatch, tmp_path):
+    """No proxy, CA bundle or netrc anywhere requests would look."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name in ('REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'NETRC'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.setattr('urllib.request.getproxies', dict)  # no system-wide proxy either
+    return tmp_path
+
+
+def test_a_bare_environment_gives_requests_nothing(bare_environment):
+    assert not client_mod.environment_configures_requests()
+
+
+@pytest.mark.parametrize('variable, value', [
+    ('REQUESTS_CA_BUNDLE', '/etc/ssl/private-ca.pem'),
+    ('CURL_CA_BUNDLE', '/etc/ssl/private-ca.pem'),
+])
+def test_a_ca_bundle_in_the_environment_is_read(bare_environment, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    assert client_mod.environment_configures_requests()
+
+
+def test_a_proxy_is_read(bare_environment, monkeypatch):
+    monkeypatch.setattr('urllib.request.getproxies',
+                        lambda: {'https': 'http://proxy.example:3128'})
+    assert client_mod.environment_configures_requests()
+
+
+def test_a_netrc_file_is_read(bare_environment, monkeypatch):
+    (bare_environment / '.netrc').write_text('machine placement login a password b\n')
+    assert client_mod.environment_configures_requests()
+
+
+def test_a_netrc_named_by_the_environment_is_read(bare_environment, monkeypatch):
+    named = bare_environment / 'elsewhere'
+    monkeypatch.setenv('NETRC', str(named))
+    assert not client_mod.environment_configures_requests()
+    named.write_text('machine placement login a password b\n')
+    assert client_mod.environment_configures_requests()
+
+
+def test_requests_skips_the_environment_only_when_it_holds_nothing(bare_environment,
+                                                                   monkeypatch):
+    bare = PlacementClient.from_conf(_conf_with())
+    assert bare._adapter.session.session.trust_env is False
+    monkeypatch.setenv('REQUESTS_CA_BUNDLE', '/etc/ssl/private-ca.pem')
+    configured = PlacementClient.from_conf(_conf_with())
+    assert configured._adapter.session.session.trust_env is True
