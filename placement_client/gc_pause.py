@@ -35,8 +35,14 @@ YOUNG_COLLECTION_INTERVAL = 5.0
 _paused_since = 0.0
 
 
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
+def pause() -> None:
+    """Pause the collector until the matching :func:`resume` (reentrant).
+
+    For a pause that outlives one ``with`` block: a request's objects handed to
+    a background thread for freeing (scheduler/release.py) keep the collector
+    paused until they are gone, or the first allocation after the request would
+    start a collection that walks all of them.
+    """
     global _depth, _was_enabled, _paused_since
     with _lock:
         if _depth == 0:
@@ -44,18 +50,29 @@ def paused_gc() -> Iterator[None]:
             _paused_since = time.monotonic()
             gc.disable()
         _depth += 1
+
+
+def resume() -> None:
+    """End one :func:`pause`; the last one out enables the collector again."""
+    global _depth, _paused_since
+    collect_young = False
+    with _lock:
+        _depth -= 1
+        if _depth == 0 and _was_enabled:
+            gc.enable()
+        elif _was_enabled and time.monotonic() - _paused_since > YOUNG_COLLECTION_INTERVAL:
+            _paused_since = time.monotonic()
+            collect_young = True
+    if collect_young:
+        # Cycles other code made meanwhile must not pile up while requests
+        # keep overlapping.
+        gc.collect(1)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    pause()
     try:
         yield
     finally:
-        collect_young = False
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
-            elif _was_enabled and time.monotonic() - _paused_since > YOUNG_COLLECTION_INTERVAL:
-                _paused_since = time.monotonic()
-                collect_young = True
-        if collect_young:
-            # Cycles other code made meanwhile must not pile up while requests
-            # keep overlapping.
-            gc.collect(1)
+        resume()

@@ -41,6 +41,7 @@ from scheduler.host_state import HostState, build_host_states
 from scheduler.host_table import HostTable
 from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
+from scheduler.release import DeferredRelease
 from scheduler.request.filters import run_request_filters
 from scheduler.request.translate import build_query, fallback_query_needed
 from scheduler.selection import first_fitting, order_hosts, pick_alternates, prefilter_hosts
@@ -70,6 +71,7 @@ class _Placed:
 class SchedulerManager:
     def __init__(self, conf: cfg.ConfigOpts, *, placement, catalog, filters, weighers,
                  request_filters, cleanups: claims_mod.PendingCleanups | None = None,
+                 release: DeferredRelease | None = None,
                  rng: random.Random | None = None):
         self.conf = conf
         self.placement = placement
@@ -83,6 +85,8 @@ class SchedulerManager:
             retry_delay=conf.scheduler.claim_retry_delay, rng=self.rng)
         self.cleanups = cleanups or claims_mod.PendingCleanups(
             placement, interval=conf.scheduler.cleanup_retry_interval)
+        # A request's Placement answer and host table are freed after its reply.
+        self.release = release or DeferredRelease()
         self.reuse = CandidateReuse(conf.scheduler.candidates_reuse_window)
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
@@ -102,7 +106,7 @@ class SchedulerManager:
         cannot be built undoes them too.
         """
         # No reference cycles are made while a request is served (its objects are
-        # freed by reference counting when it ends), so the collector is paused
+        # freed by reference counting, after the reply: self.release), so the collector is paused
         # for the whole of it: otherwise it walks the decoded Placement answer
         # again and again as it is built (a quarter of a request's own time at
         # 1,000 candidates, measured with py-spy; doc/performance.md).
@@ -121,6 +125,20 @@ class SchedulerManager:
         given = instance_uuids is not None
         uuids = list(instance_uuids) if given else [None] * max(spec.num_instances, 1)
         trace = explain.RequestTrace(num_instances=len(uuids))
+        try:
+            return self._decide_and_answer(context, spec, uuids, given, trace,
+                                           return_objects=return_objects,
+                                           return_alternates=return_alternates, finish=finish)
+        finally:
+            # The trace holds this request's host table (the weighed hosts) and
+            # through it Placement's answer: freed once the reply is on its way
+            # (scheduler/release.py).
+            self.release.later(trace)
+
+    def _decide_and_answer(self, context: RequestContext, spec: RequestSpec,
+                           uuids: list[str | None], given: bool, trace: explain.RequestTrace,
+                           *, return_objects: bool, return_alternates: bool,
+                           finish: Callable[[list[list[Selection]]], T] | None) -> T:
         try:
             if spec.is_rebuild_check:
                 placed, remaining = self._rebuild_check(context, spec, uuids, trace=trace)

@@ -134,6 +134,7 @@ class SchedulerService:
         """Return when every call in flight has been answered."""
         self.server.wait()
         self.cleanups.stop()
+        self.manager.release.stop()
         if self.nova_sync is not None:
             self.nova_sync.stop()
         if self.cell_db_sync is not None:

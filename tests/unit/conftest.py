@@ -44,3 +44,4 @@ def make_manager(fake):
     yield build
     for manager in built:
         manager.cleanups.stop()
+        manager.release.stop()
