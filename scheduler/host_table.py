@@ -19,6 +19,7 @@ the columns, so later instances of the same request see it either way.
 """
 from __future__ import annotations
 
+import collections
 import datetime
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,6 +42,58 @@ def _stat(stats: Mapping[str, str], key: str) -> int:
     return int(stats.get(key, 0) or 0)
 
 
+#: What a table reads from one catalog record, in :func:`_record_values`' order.
+_RecordValues = tuple[str, str, str, bool, bool, float, int, int, int, float, bool, Any]
+
+
+def _record_values(r: HostRecord) -> _RecordValues:
+    return (r.service_host, r.nodename, r.cell_uuid, r.disabled, r.forced_down,
+            _EPOCH_NAN if r.last_seen_up is None else _timestamp(r.last_seen_up),
+            _stat(r.stats, 'failed_builds'), _stat(r.stats, 'io_workload'),
+            _stat(r.stats, 'num_instances'), r.hypervisor_version or 0,
+            bool(getattr(r, 'pci_pools', None)), r.supported_instances)
+
+
+class RecordValuesCache:
+    """:func:`_record_values` per catalog record, derived once per record.
+
+    Records are never modified (the catalog replaces a record to change it),
+    so what a table reads from one (a heartbeat as a timestamp, counters parsed
+    from its stats) is derived the first time the record is in an answer and
+    found by identity after that: every request reads the same few thousand
+    records. An entry holds its record, so an identity is never reused while it
+    is cached; two generations let go of records the catalog has replaced,
+    keeping at most a few times the largest recent table.
+    """
+
+    def __init__(self, minimum: int = 4096):
+        self._minimum = minimum
+        self._current: dict[int, tuple[HostRecord, _RecordValues]] = {}
+        self._previous: dict[int, tuple[HostRecord, _RecordValues]] = {}
+
+    def values(self, records: Sequence[HostRecord]) -> list[_RecordValues]:
+        # Concurrent requests may race on the dicts; the worst outcome is a
+        # value derived twice.
+        current, previous = self._current, self._previous
+        result = []
+        append = result.append
+        for record in records:
+            key = id(record)
+            entry = current.get(key)
+            if entry is None or entry[0] is not record:
+                entry = previous.get(key)
+                if entry is None or entry[0] is not record:
+                    entry = (record, _record_values(record))
+                current[key] = entry
+            append(entry[1])
+        if len(current) > max(4 * len(records), self._minimum):
+            self._previous, self._current = current, {}
+        return result
+
+
+_RECORD_VALUES = RecordValuesCache()
+
+
 class HostTable:
     """The compute hosts of one Placement answer, as columns (row = host)."""
 
@@ -48,21 +101,24 @@ class HostTable:
                  default_availability_zone: str = 'nova'):
         self.default_availability_zone = default_availability_zone
         summaries = candidates.raw_summaries()
-        root_of: dict[str, str] = {rp: s.get('root_provider_uuid') or rp
-                                   for rp, s in summaries.items()}
-        sharing = {rp for rp, s in summaries.items()
-                   if root_of[rp] == rp and SHARING_TRAIT in s.get('traits', ())}
+        root_of: dict[str, str] = {}
+        sharing: set[str] = set()
+        for rp, s in summaries.items():
+            root = root_of[rp] = s.get('root_provider_uuid') or rp
+            if root == rp and SHARING_TRAIT in s.get('traits', ()):
+                sharing.add(rp)
 
         # Allocation requests per host (root provider), in Placement's order; a
         # request touching several trees belongs to each (scheduler.host_state.host_roots).
-        by_root: dict[str, list[Mapping[str, Any]]] = {}
+        by_root: collections.defaultdict[str, list[Mapping[str, Any]]] = (
+            collections.defaultdict(list))
         for request in candidates.raw_requests():
             allocations = request['allocations']
             if len(allocations) == 1:
                 rp = next(iter(allocations))
                 root = root_of.get(rp, rp)
                 if root not in sharing:
-                    by_root.setdefault(root, []).append(request)
+                    by_root[root].append(request)
                 continue
             roots: list[str] = []
             for rp in allocations:
@@ -70,7 +126,7 @@ class HostTable:
                 if root not in sharing and root not in roots:
                     roots.append(root)
             for root in roots:
-                by_root.setdefault(root, []).append(request)
+                by_root[root].append(request)
 
         self.roots: list[str] = list(by_root)
         self._requests: list[list[Mapping[str, Any]]] = list(by_root.values())
@@ -81,11 +137,12 @@ class HostTable:
         capacity: dict[str, list[int]] = {}
         used: dict[str, list[int]] = {}
         index = self.index
+        trees = self._trees
         for rp, summary in summaries.items():
             row = index.get(root_of[rp])
             if row is None:
                 continue
-            self._trees[row].append(rp)
+            trees[row].append(rp)
             for rc, usage in summary.get('resources', {}).items():
                 column = capacity.get(rc)
                 if column is None:
@@ -104,42 +161,39 @@ class HostTable:
         self.instances: list[tuple[str, ...]] = [r[2] for r in rows]
         self.instance_info_known: list[bool] = [r[3] for r in rows]
         records = self.records
-        self.host_names: list[str] = [r.service_host for r in records]
-        self.nodenames: list[str] = [r.nodename for r in records]
-        self.cells: list[str] = [r.cell_uuid for r in records]
-        self.disabled = np.array([r.disabled for r in records], dtype=bool)
-        self.forced_down = np.array([r.forced_down for r in records], dtype=bool)
-        self.last_seen_up = np.array(
-            [_EPOCH_NAN if r.last_seen_up is None else _timestamp(r.last_seen_up)
-             for r in records], dtype=np.float64)
-        self.failed_builds = np.array([_stat(r.stats, 'failed_builds') for r in records],
-                                      dtype=np.int64)
-        self.num_io_ops = np.array([_stat(r.stats, 'io_workload') for r in records],
-                                   dtype=np.int64)
-        self.num_instances = np.array(
-            [max(len(inst), _stat(r.stats, 'num_instances'))
-             for r, inst in zip(records, self.instances, strict=True)], dtype=np.int64)
-        self.hypervisor_version = np.array([r.hypervisor_version or 0 for r in records],
-                                           dtype=np.float64)
+        (host_names, nodenames, cells, disabled, forced_down, last_seen_up, failed_builds,
+         io_ops, stat_instances, hypervisor_version, pci_data, supported) = (
+            zip(*_RECORD_VALUES.values(records), strict=True) if records else ((),) * 12)
+        self.host_names: list[str] = list(host_names)
+        self.nodenames: list[str] = list(nodenames)
+        self.cells: list[str] = list(cells)
+        self.disabled = np.array(disabled, dtype=bool)
+        self.forced_down = np.array(forced_down, dtype=bool)
+        self.last_seen_up = np.array(last_seen_up, dtype=np.float64)
+        self.failed_builds = np.array(failed_builds, dtype=np.int64)
+        self.num_io_ops = np.array(io_ops, dtype=np.int64)
+        self.num_instances = np.maximum(
+            np.array([len(inst) for inst in self.instances], dtype=np.int64),
+            np.array(stat_instances, dtype=np.int64))
+        self.hypervisor_version = np.array(hypervisor_version, dtype=np.float64)
         # Hosts that may have PCI device pools (PCIWeigher looks only at them).
-        self.pci_data = np.array([bool(getattr(r, 'pci_pools', None)) for r in records],
-                                 dtype=bool)
+        self.pci_data = np.array(pci_data, dtype=bool)
         # Distinct supported_instances lists, and each row's: hosts of one kind
         # share a verdict (ImagePropertiesFilter).
         codes: dict[tuple, int] = {}
         by_identity: dict[int, int] = {}  # the catalog shares equal lists between hosts
         self.supported_values: list[Any] = []
         supported_codes = []
-        for r in records:
-            code = by_identity.get(id(r.supported_instances))
+        for value in supported:
+            code = by_identity.get(id(value))
             if code is None:
                 key = tuple(tuple(e) if isinstance(e, (list, tuple)) else e
-                            for e in r.supported_instances or ())
+                            for e in value or ())
                 code = codes.get(key)
                 if code is None:
                     code = codes[key] = len(self.supported_values)
-                    self.supported_values.append(r.supported_instances)
-                by_identity[id(r.supported_instances)] = code
+                    self.supported_values.append(value)
+                by_identity[id(value)] = code
             supported_codes.append(code)
         self.supported_codes = np.array(supported_codes, dtype=np.intp)
         # Aggregates -> rows, for per-aggregate weight multipliers.

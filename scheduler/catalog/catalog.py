@@ -123,6 +123,10 @@ class HostCatalog:
         # (insertion-ordered dicts used as sets).
         self._instances: dict[str, dict[str, None]] = {}
         self._provider_names: dict[str, str] = {}
+        # host_rows' records per provider uuid, resolved once and reused until one
+        # of their sources (file, compute API, cell databases, provider names)
+        # changes: every request asks for the same few thousand providers.
+        self._resolved: dict[str, HostRecord] = {}
         # Derived from the file and the casts by _rebuild_aggregates().
         self._aggregates: tuple[Aggregate, ...] = ()
         self._aggregates_by_host: dict[str, tuple[Aggregate, ...]] = {}
@@ -144,6 +148,7 @@ class HostCatalog:
         layer = _FileLayer(content, source)
         with self._lock:
             self._file = layer
+            self._resolved = {}
             self._rebuild_aggregates()
         LOG.info('host catalog loaded %s: %d hosts, %d aggregates, %d cells', source,
                  len(content.hosts), len(content.aggregates), len(content.cells))
@@ -173,8 +178,11 @@ class HostCatalog:
         with self._lock:
             aggregates_by_host = self._aggregates_by_host
             instances = self._instances
+            resolved = self._resolved
             for provider_uuid in provider_uuids:
-                record, _ = self._resolve(provider_uuid, None)
+                record = resolved.get(provider_uuid)
+                if record is None:
+                    record = resolved[provider_uuid] = self._resolve(provider_uuid, None)[0]
                 host = record.service_host
                 on_host = instances.get(host)
                 rows.append((record, aggregates_by_host.get(host, ()),
@@ -197,7 +205,10 @@ class HostCatalog:
     def remember_provider_names(self, names: Mapping[str, str]) -> None:
         """Learn provider uuid -> name pairs from Placement."""
         with self._lock:
-            self._provider_names.update(names)
+            known = self._provider_names
+            if any(known.get(uuid) != name for uuid, name in names.items()):
+                known.update(names)
+                self._resolved = {}
 
     def unknown_provider_uuids(self, uuids: Iterable[str]) -> set[str]:
         """The uuids for which neither the file nor Placement told us a name."""
@@ -351,6 +362,7 @@ class HostCatalog:
                 u: n for u, n in self._cast_seq_by_uuid.items()
                 if u in self._cast_aggregates or u in self._deleted_aggregates}
             self._nova = _NovaLayer(snapshot, self._nova.applied + 1)
+            self._resolved = {}
             self._rebuild_aggregates()
         LOG.debug('compute API snapshot applied: %d aggregates, %d services, %d hypervisors',
                   len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors))
@@ -361,6 +373,7 @@ class HostCatalog:
         layer = _CellDbLayer(nodes)
         with self._lock:
             self._cell_db = layer
+            self._resolved = {}
         LOG.debug('cell database nodes applied: %d', len(layer.by_provider))
 
     # Introspection ---------------------------------------------------------------------

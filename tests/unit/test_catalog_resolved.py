@@ -1,0 +1,81 @@
+"""host_rows resolves a provider's record once and reuses it until a source changes.
+
+Every request asks the catalog for the same few thousand providers; each
+source a record is resolved from (the hosts file, the compute API snapshot,
+the cell databases, names learned from Placement) must still be seen by the
+next request the moment it changes.
+"""
+from __future__ import annotations
+
+import textwrap
+
+from scheduler.catalog import HostCatalog
+from scheduler.catalog.cell_db import ComputeNodeData
+from scheduler.catalog.hosts_file import parse_hosts
+from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState
+
+CELL = '00000000-0000-0000-0000-000000000001'
+RP1 = '0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f01'
+RP_UNKNOWN = '99999999-0000-4000-8000-000000000099'
+
+
+def file_catalog(tmp_path, *, disabled: bool = False) -> HostCatalog:
+    path = tmp_path / 'hosts.yaml'
+    path.write_text(textwrap.dedent(f"""
+        hosts:
+          - nodename: compute-01
+            provider_uuid: {RP1}
+            disabled: {str(disabled).lower()}
+        """))
+    return HostCatalog.from_file(str(path), default_cell_uuid=CELL)
+
+
+def record(catalog: HostCatalog, uuid: str = RP1):
+    [(found, _, _, _)] = catalog.host_rows([uuid])
+    return found
+
+
+def test_the_same_record_serves_every_request_while_nothing_changes(tmp_path):
+    catalog = file_catalog(tmp_path)
+    assert record(catalog) is record(catalog)
+    unknown = record(catalog, RP_UNKNOWN)
+    assert unknown is record(catalog, RP_UNKNOWN)
+    assert unknown.service_host == RP_UNKNOWN
+
+
+def test_a_reloaded_hosts_file_is_seen_by_the_next_request(tmp_path):
+    catalog = file_catalog(tmp_path)
+    assert record(catalog).disabled is False
+    catalog.load_content(parse_hosts({'hosts': [
+        {'nodename': 'compute-01', 'provider_uuid': RP1, 'disabled': True}]},
+        source='reload', default_cell_uuid=CELL), 'reload')
+    assert record(catalog).disabled is True
+
+
+def test_a_compute_api_snapshot_is_seen_by_the_next_request(tmp_path):
+    catalog = file_catalog(tmp_path)
+    assert record(catalog).service_host == 'compute-01'
+    catalog.apply_nova_snapshot(NovaSnapshot(
+        aggregates=(), services={'svc-a': ServiceState(host='svc-a', up=True, disabled=True)},
+        hypervisors=(HypervisorInfo(provider_uuid=RP1, nodename='compute-01',
+                                    service_host='svc-a'),)), cast_mark=catalog.cast_mark())
+    assert (record(catalog).service_host, record(catalog).disabled) == ('svc-a', True)
+
+
+def test_a_cell_database_read_is_seen_by_the_next_request(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    assert record(catalog).nodename == RP1   # nothing knows it yet: named by its uuid
+    catalog.apply_cell_db_nodes([ComputeNodeData(provider_uuid=RP1, nodename='node-db',
+                                                 service_host='svc-db')])
+    assert record(catalog).nodename == 'node-db'
+
+
+def test_a_name_learned_from_placement_is_seen_by_the_next_request():
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    before = record(catalog, RP_UNKNOWN)
+    catalog.remember_provider_names({RP_UNKNOWN: 'node-7'})
+    assert record(catalog, RP_UNKNOWN).service_host == 'node-7'
+    # Hearing the same name again changes nothing, and keeps the cache.
+    learned = record(catalog, RP_UNKNOWN)
+    catalog.remember_provider_names({RP_UNKNOWN: 'node-7'})
+    assert record(catalog, RP_UNKNOWN) is learned is not before
