@@ -25,10 +25,12 @@ after another for ``seconds`` (after ``warmup`` seconds not counted) to a
 service with 1, 2, 4 workers; decisions/s = calls answered with a claimed
 host, each counted for the share of its duration inside the window (calls
 last seconds at 1,000 providers, so whole answers alone would be a coarse
-count). Placement's ceiling, measured first, is the same clients doing the
-service's exact ``GET /allocation_candidates`` query (read from the access
-log) and a ``PUT /allocations`` of a random candidate directly. All claims
-are deleted after each phase; the database is dropped at the end.
+count). Placement's ceiling is the same clients doing the service's exact
+``GET /allocation_candidates`` query (read from the access log) and a
+``PUT /allocations`` of a random candidate directly, measured before the
+first and after the last worker phase; the ratios are against the mean of the
+two. All claims are deleted after each phase and every phase starts from a
+``VACUUM ANALYZE``d database; the database is dropped at the end.
 
 Everything shares the machine: Placement's workers, PostgreSQL, RabbitMQ, the
 service and the clients (and whatever else runs there), so the numbers are
@@ -429,31 +431,46 @@ def run_throughput(providers: int = DEFAULT_PROVIDERS,
     with ``reuse_workers`` workers reusing Placement answers (information)."""
     rows: list[Row] = []
     with _deployment(providers, deployment) as dep:
-        ceiling, statuses = _ceiling_phase(dep, clients, seconds, warmup)
-        rows.append(Row('throughput: Placement ceiling (GET + PUT, no scheduler)',
-                        providers, ceiling.rate, unit='req/s',
-                        note=_phase_note(ceiling, statuses, clients) + '; random candidate'))
+        # Every phase starts from the same database (deploy.analyze explains),
+        # and the ceiling is measured first and last: the phases are compared
+        # with its mean, so that a drift of the machine over the run shows
+        # instead of favouring whichever phase came first.
+        deploy.analyze(dep.placement, vacuum=True)
+        first, statuses = _ceiling_phase(dep, clients, seconds, warmup)
+        rows.append(Row('throughput: Placement ceiling, first (GET + PUT, no scheduler)',
+                        providers, first.rate, unit='req/s',
+                        note=_phase_note(first, statuses, clients) + '; random candidate'))
         measured: dict[int, float] = {}
         for count in workers:
+            deploy.analyze(dep.placement, vacuum=True)
             phase, statuses = _scheduler_phase(dep, count, clients, seconds, warmup)
             measured[count] = phase.rate
             rows.append(Row(f'throughput: {count} service worker{"s" if count > 1 else ""}',
                             providers, phase.rate, unit='req/s',
                             note=_phase_note(phase, statuses, clients)))
+        deploy.analyze(dep.placement, vacuum=True)
+        last, statuses = _ceiling_phase(dep, clients, seconds, warmup)
+        rows.append(Row('throughput: Placement ceiling, last (GET + PUT, no scheduler)',
+                        providers, last.rate, unit='req/s',
+                        note=_phase_note(last, statuses, clients) + '; random candidate'))
+        ceiling = (first.rate + last.rate) / 2
+        rows.append(Row('throughput: Placement ceiling (mean of first and last)', providers,
+                        ceiling, unit='req/s'))
         # The stretch: reuse one Placement answer for the same query within a
         # window ([scheduler] candidates_reuse_window, off by default).
         for count in reuse_workers:
+            deploy.analyze(dep.placement, vacuum=True)
             phase, statuses = _scheduler_phase(
                 dep, count, clients, seconds, warmup,
                 extra_config=f'[scheduler]\ncandidates_reuse_window = {REUSE_WINDOW}\n')
             conflicts = statuses.get('PUT 409', 0)
             rows.append(Row(f'throughput: {count} workers, answers reused for {REUSE_WINDOW:g}s',
                             providers, phase.rate, unit='req/s',
-                            ratio=phase.rate / ceiling.rate if ceiling.rate else 0.0,
+                            ratio=phase.rate / ceiling if ceiling else 0.0,
                             note=_phase_note(phase, statuses, clients)
                             + f'; {conflicts} claims refused (409)'))
     for count, rate in measured.items():
-        ratio = rate / ceiling.rate if ceiling.rate else 0.0
+        ratio = rate / ceiling if ceiling else 0.0
         several = count > 1
         rows.append(Row(f'throughput: {count} worker{"s" if several else ""} / ceiling',
                         providers, ratio, ratio=ratio,
