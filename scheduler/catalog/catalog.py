@@ -67,7 +67,11 @@ class _FileLayer:
         self.path = path
         self.content = content
         self.by_provider = {r.provider_uuid: r for r in content.hosts if r.provider_uuid}
-        self.by_nodename = {r.nodename: r for r in content.hosts}
+        # Only the records without a provider uuid: a provider is matched by name
+        # to those alone (a record naming another uuid never matches), and at
+        # tens of thousands of hosts an index of every record costs megabytes.
+        self.uuidless_by_nodename = {r.nodename: r for r in content.hosts
+                                     if not r.provider_uuid}
         self.aggregates = {a.uuid: a for a in content.aggregates}
 
 
@@ -410,8 +414,8 @@ class HostCatalog:
             or (node.nodename if node else None) or provider_name \
             or self._provider_names.get(provider_uuid)
         if name is not None:
-            record = self._file.by_nodename.get(name)
-            if record is not None and record.provider_uuid is None:
+            record = self._file.uuidless_by_nodename.get(name)
+            if record is not None:
                 return self._with_nova(
                     dataclasses.replace(record, provider_uuid=provider_uuid)), True
         name = name or provider_uuid
@@ -489,17 +493,23 @@ class HostCatalog:
                       if u not in self._deleted_aggregates)
         merged.update(self._cast_aggregates)
         ordered = tuple(sorted(merged.values(), key=lambda a: (a.id, a.uuid)))
-        by_host: dict[str, list[Aggregate]] = {}
+        # Hosts in the same aggregates share one tuple (tens of thousands of hosts,
+        # a handful of combinations), from the start: a list per host first, freed
+        # at the end, made this step allocate 9 MB instead of 3 at 50,000 hosts.
+        # A host's next tuple is found by (its tuple, the aggregate) by identity:
+        # every tuple stays alive in `following`, every aggregate in `ordered`.
+        following: dict[tuple[int, int], tuple[Aggregate, ...]] = {}
+        by_host: dict[str, tuple[Aggregate, ...]] = {}
         for aggregate in ordered:
             for host in dict.fromkeys(aggregate.hosts):
-                by_host.setdefault(host, []).append(aggregate)
+                current = by_host.get(host, ())
+                key = (id(current), id(aggregate))
+                after = following.get(key)
+                if after is None:
+                    after = following[key] = (*current, aggregate)
+                by_host[host] = after
         self._aggregates = ordered
-        # Hosts in the same aggregates share one tuple (tens of thousands of hosts,
-        # a handful of combinations).
-        combinations: dict[tuple[str, ...], tuple[Aggregate, ...]] = {}
-        self._aggregates_by_host = {
-            h: combinations.setdefault(tuple(a.uuid for a in aggs), tuple(aggs))
-            for h, aggs in by_host.items()}
+        self._aggregates_by_host = by_host
 
 
 def _copy_aggregate(aggregate: Aggregate) -> Aggregate:

@@ -12,9 +12,6 @@ import ipaddress
 import json
 import math
 import os
-import pickle
-import subprocess
-import sys
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,12 +66,9 @@ def _load(text: str) -> Any:
     return yaml.load(text, Loader=_LOADER)
 
 
-#: Hosts files larger than this are parsed in a short-lived child process.
-#: Parsing builds the whole document in memory (about 0.3 GB for 50,000 hosts)
-#: and frees it again, but a long-running worker keeps the fragmented heap: its
-#: resident size stayed at 270 MB for a catalog whose live objects take 45 MB.
-#: The child hands back the validated records (pickled), so the worker only
-#: ever allocates what it keeps (140 MB in all, doc/performance.md).
+#: Hosts files larger than this are parsed in a short-lived child process
+#: (:mod:`scheduler.catalog.hosts_child`), so that the worker only ever
+#: allocates what it keeps (doc/performance.md).
 CHILD_PARSE_BYTES = 4 * 1024 * 1024
 
 
@@ -85,26 +79,14 @@ def read_hosts_file(path: str, *, default_cell_uuid: str) -> HostsFileContent:
     except OSError as e:
         raise CatalogError(f'{path}: cannot read the hosts file: {e.strerror or e}') from e
     if size > CHILD_PARSE_BYTES:
-        return _read_in_child(path, default_cell_uuid)
-    return _read_here(path, default_cell_uuid=default_cell_uuid)
+        # Imported here: hosts_child imports this module.
+        from scheduler.catalog.hosts_child import read_in_child
+        return read_in_child(path, default_cell_uuid)
+    return read_hosts_in_process(path, default_cell_uuid=default_cell_uuid)
 
 
-def _read_in_child(path: str, default_cell_uuid: str) -> HostsFileContent:
-    done = subprocess.run([sys.executable, '-m', 'scheduler.catalog.hosts_file', path,
-                           default_cell_uuid], capture_output=True, check=False)
-    try:
-        # Our own child's output, never the file's: (True, content) or (False, error).
-        ok, result = pickle.loads(done.stdout)
-    except Exception:
-        tail = done.stderr.decode(errors='replace').strip().splitlines()[-1:]
-        raise CatalogError(f'{path}: the process reading the hosts file failed '
-                           f'(exit status {done.returncode}): {" ".join(tail)}') from None
-    if not ok:
-        raise CatalogError(result)
-    return result
-
-
-def _read_here(path: str, *, default_cell_uuid: str) -> HostsFileContent:
+def read_hosts_in_process(path: str, *, default_cell_uuid: str) -> HostsFileContent:
+    """:func:`read_hosts_file` in this process, whatever the size of the file."""
     try:
         with open(path, encoding='utf-8') as f:
             text = f.read()
@@ -330,6 +312,14 @@ class _Shared:
     def text(self, value: str | None) -> str | None:
         return None if value is None else self(('s', value), value)
 
+    def integer(self, value: int | None) -> int | None:
+        return None if value is None else self(('i', value), value)
+
+    def timestamp(self, value: datetime.datetime | None) -> datetime.datetime | None:
+        # Heartbeats written together are equal. By repr: equal instants in
+        # different time zones compare equal but are not the same value.
+        return None if value is None else self(('t', repr(value)), value)
+
     def json_value(self, value: Any) -> Any:
         try:
             key = ('j', json.dumps(value, sort_keys=True))
@@ -354,10 +344,10 @@ def _parse_host(entry: _Entry, item: dict, cell_by_name: Mapping[str, str],
         disabled=entry.boolean(item, 'disabled'),
         disabled_reason=shared.text(entry.string(item, 'disabled_reason')),
         forced_down=entry.boolean(item, 'forced_down'),
-        last_seen_up=_timestamp(entry, item, 'last_seen_up'),
+        last_seen_up=shared.timestamp(_timestamp(entry, item, 'last_seen_up')),
         host_ip=_ip(entry, item),
         hypervisor_type=shared.text(entry.string(item, 'hypervisor_type')),
-        hypervisor_version=entry.integer(item, 'hypervisor_version'),
+        hypervisor_version=shared.integer(entry.integer(item, 'hypervisor_version')),
         cpu_info=shared.json_value(dict(entry.mapping(item, 'cpu_info'))),
         supported_instances=shared(('si', tuple(supported)), supported),
         stats=shared(('st', tuple(sorted(stats.items()))), stats),
@@ -455,21 +445,3 @@ def _pci_pools(entry: _Entry, item: dict) -> HostPciStats | None:
     except HostDataError as e:
         raise entry.error(str(e)) from None
 
-
-def _child_main(argv: list[str]) -> int:
-    """``python -m scheduler.catalog.hosts_file PATH CELL``: the child of
-    :func:`read_hosts_file`; writes ``(True, content)`` or ``(False, error)`` pickled."""
-    path, default_cell_uuid = argv
-    try:
-        answer: tuple[bool, Any] = (True, _read_here(path, default_cell_uuid=default_cell_uuid))
-    except CatalogError as e:
-        answer = (False, str(e))
-    sys.stdout.buffer.write(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
-    return 0
-
-
-if __name__ == '__main__':
-    # Through the package's module, so that the classes pickle under their real
-    # names rather than __main__'s.
-    from scheduler.catalog.hosts_file import _child_main as child_main
-    sys.exit(child_main(sys.argv[1:]))

@@ -354,6 +354,28 @@ def test_delete_aggregate_removes_it_from_every_host():
     assert catalog.aggregates_with_metadata('availability_zone') == []
 
 
+def test_a_hosts_aggregates_come_once_each_in_id_order():
+    catalog = empty_catalog()
+    catalog.update_aggregates([agg(AGG_AZ2, ['h1', 'h2', 'h1'], id=2, name='b'),
+                               agg(AGG_AZ1, ['h2', 'h1'], id=1, name='a')])
+
+    assert [a.name for a in catalog.aggregates_for_host('h1')] == ['a', 'b']
+    assert [a.name for a in catalog.aggregates_for_host('h2')] == ['a', 'b']
+
+
+def test_hosts_in_the_same_aggregates_share_one_tuple_of_them():
+    catalog = empty_catalog()
+    catalog.update_aggregates([agg(AGG_AZ1, ['h1', 'h2', 'h3'], id=1, name='a'),
+                               agg(AGG_AZ2, ['h1', 'h2'], id=2, name='b')])
+    catalog.remember_provider_names({RP1: 'h1', RP2: 'h2', RP_UNKNOWN: 'h3'})
+
+    (_, in_h1, _, _), (_, in_h2, _, _), (_, in_h3, _, _) = catalog.host_rows(
+        [RP1, RP2, RP_UNKNOWN])
+
+    assert in_h1 is in_h2 and [a.name for a in in_h1] == ['a', 'b']
+    assert [a.name for a in in_h3] == ['a']
+
+
 def test_casts_override_the_file_and_survive_a_reload(tmp_path):
     catalog = make_catalog(tmp_path)
     catalog.update_aggregates([agg(AGG_AZ1, ['compute-01'], {'availability_zone': 'moved'})])
@@ -522,13 +544,13 @@ def test_a_json_hosts_file_reads_like_the_same_content_in_yaml(tmp_path):
 
 
 def test_a_large_file_is_parsed_in_a_child_process_with_the_same_result(tmp_path, monkeypatch):
-    from scheduler.catalog import hosts_file
+    from scheduler.catalog import hosts_child, hosts_file
     in_process = make_catalog(tmp_path)
     monkeypatch.setattr(hosts_file, 'CHILD_PARSE_BYTES', 0)
     calls = []
-    real_run = hosts_file.subprocess.run
-    monkeypatch.setattr(hosts_file.subprocess, 'run',
-                        lambda *a, **kw: calls.append(a) or real_run(*a, **kw))
+    real_popen = hosts_child.subprocess.Popen
+    monkeypatch.setattr(hosts_child.subprocess, 'Popen',
+                        lambda *a, **kw: calls.append(a) or real_popen(*a, **kw))
 
     in_child = make_catalog(tmp_path)
 
@@ -560,3 +582,19 @@ def test_hosts_with_equal_values_share_one_copy(tmp_path):
     assert a.cpu_info == b.cpu_info == {'model': 'X'}
     assert a.cpu_info is b.cpu_info
     assert a.supported_instances is b.supported_instances
+
+
+def test_hosts_with_equal_heartbeats_and_hypervisor_versions_share_one_copy(tmp_path):
+    path = write(tmp_path, '''
+        hosts:
+          - {nodename: a, last_seen_up: 2026-01-15T10:30:00Z, hypervisor_version: 8002000}
+          - {nodename: b, last_seen_up: 2026-01-15T10:30:00Z, hypervisor_version: 8002000}
+          - {nodename: c, last_seen_up: 2026-01-15T11:30:00+01:00}
+    ''')
+    a, b, c = records_of(HostCatalog.from_file(path, default_cell_uuid=DEFAULT_CELL))
+
+    assert a.last_seen_up is b.last_seen_up
+    assert a.hypervisor_version is b.hypervisor_version
+    # The same instant written in another time zone is another value.
+    assert c.last_seen_up == a.last_seen_up and c.last_seen_up is not a.last_seen_up
+    assert c.last_seen_up.utcoffset() == datetime.timedelta(hours=1)
