@@ -1,0 +1,65 @@
+"""``scheduler-service``: what a worker does around the service it runs."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from scheduler import heap
+from scheduler.cmd import service as cmd
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _imported_by_the_entry_point(env: dict[str, str]) -> tuple[str, bool]:
+    done = subprocess.run(
+        [sys.executable, '-c',
+         'import os, sys, scheduler.cmd.service; '
+         'print(os.environ.get("EVENTLET_NO_GREENDNS")); '
+         'print("eventlet.support.greendns" in sys.modules)'],
+        env=env, cwd=REPO, capture_output=True, text=True, check=True)
+    setting, greendns = done.stdout.split()
+    return setting, greendns == 'True'
+
+
+def test_the_entry_point_does_not_load_eventlets_green_dns():
+    env = {k: v for k, v in os.environ.items() if k != 'EVENTLET_NO_GREENDNS'}
+    env['PYTHONPATH'] = str(REPO)
+
+    assert _imported_by_the_entry_point(env) == ('yes', False)
+
+
+def test_an_operators_own_green_dns_setting_wins():
+    env = {**os.environ, 'PYTHONPATH': str(REPO), 'EVENTLET_NO_GREENDNS': 'no'}
+
+    assert _imported_by_the_entry_point(env)[0] == 'no'
+
+
+def test_a_worker_gives_start_ups_free_memory_back_before_taking_calls(monkeypatch):
+    events: list[str] = []
+    handlers = {}
+    monkeypatch.setattr(cmd.signal, 'signal', lambda sig, handler: handlers.update({sig: handler}))
+    monkeypatch.setattr(heap, 'release_free_memory', lambda: events.append('release'))
+
+    class Service:
+        def __init__(self, conf, worker_index):
+            events.append('built')
+            self.transport = SimpleNamespace(cleanup=lambda: None)
+
+        def start(self):
+            events.append('start')
+            handlers[signal.SIGTERM]()  # asked to stop as soon as it serves
+
+        def stop(self):
+            events.append('stop')
+
+        def wait(self):
+            pass
+
+    monkeypatch.setattr('scheduler.service.SchedulerService', Service)
+
+    assert cmd.run_worker(SimpleNamespace(graceful_shutdown_timeout=1)) == 0
+    assert events == ['built', 'release', 'start', 'stop']
