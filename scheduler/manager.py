@@ -106,10 +106,11 @@ class SchedulerManager:
         cannot be built undoes them too.
         """
         # No reference cycles are made while a request is served (its objects are
-        # freed by reference counting, after the reply: self.release), so the collector is paused
-        # for the whole of it: otherwise it walks the decoded Placement answer
-        # again and again as it is built (a quarter of a request's own time at
-        # 1,000 candidates, measured with py-spy; doc/performance.md).
+        # freed by reference counting, after the reply: self.release), so the
+        # collector is paused for the whole of it: otherwise it walks the decoded
+        # Placement answer again and again as it is built (a quarter of a
+        # request's own time at 1,000 candidates, measured with py-spy;
+        # doc/performance.md).
         with paused_gc():
             return self._select_destinations(context, spec, instance_uuids,
                                              return_objects=return_objects,

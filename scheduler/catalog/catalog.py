@@ -217,10 +217,12 @@ class HostCatalog:
     def unknown_provider_uuids(self, uuids: Iterable[str]) -> set[str]:
         """The uuids for which neither the file nor Placement told us a name."""
         with self._lock:
-            return {u for u in uuids
-                    if u not in self._provider_names and u not in self._file.by_provider
-                    and u not in self._nova.by_provider
-                    and u not in self._cell_db.by_provider}
+            # Set differences run in C and probe each dict once per uuid asked
+            # about (a thousand roots per request), whatever the dicts' sizes.
+            return (set(uuids).difference(self._provider_names)
+                    .difference(self._file.by_provider)
+                    .difference(self._nova.by_provider)
+                    .difference(self._cell_db.by_provider))
 
     def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
         """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced
