@@ -40,14 +40,19 @@ def test_objects_handed_over_stay_alive_until_released(no_collector):
     release.stop()
 
 
-def test_the_background_thread_drops_them_after_the_delay(no_collector):
-    release = DeferredRelease(delay=0)
+def hand_over_and_wait(release: DeferredRelease) -> None:
+    """Hands one object to ``release``; returns once its thread has freed it."""
     freed = threading.Event()
     payload = Payload()
     weakref.finalize(payload, freed.set)
     release.later(payload)
     del payload
     assert freed.wait(30), 'the release thread never dropped the objects'
+
+
+def test_the_background_thread_drops_them_after_the_delay(no_collector):
+    release = DeferredRelease(delay=0)
+    hand_over_and_wait(release)
     assert release.pending() == 0
     release.stop()
 
@@ -128,20 +133,10 @@ def test_after_a_request_the_collector_comes_back_once_its_objects_are_freed(
 
 def test_the_thread_ends_when_idle_and_a_new_hand_over_starts_another(no_collector):
     release = DeferredRelease(delay=0)
-    first = threading.Event()
-    payload = Payload()
-    weakref.finalize(payload, first.set)
-    release.later(payload)
-    del payload
-    assert first.wait(30)
+    hand_over_and_wait(release)
     thread = release._thread
     if thread is not None:
         thread.join(30)
     assert release._thread is None
-    second = threading.Event()
-    payload = Payload()
-    weakref.finalize(payload, second.set)
-    release.later(payload)
-    del payload
-    assert second.wait(30)
+    hand_over_and_wait(release)
     release.stop()
