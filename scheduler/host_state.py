@@ -58,6 +58,12 @@ class HostRecord:
     # Cell database or hosts file (doc/host-data.md); None: no source has them.
     numa_topology: HostNUMATopology | None = None
     pci_pools: HostPciStats | None = None
+    #: What a host table reads from this record as numbers, derived the first time
+    #: the record is in an answer (scheduler.host_table): records are never
+    #: modified, so every later request finds it here. Not part of the record's
+    #: value (no constructor argument, not compared, not shown).
+    table_values: tuple[Any, ...] | None = field(default=None, init=False, repr=False,
+                                                 compare=False)
 
 
 class HostState:

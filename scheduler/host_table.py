@@ -42,56 +42,21 @@ def _stat(stats: Mapping[str, str], key: str) -> int:
     return int(stats.get(key, 0) or 0)
 
 
-#: What a table reads from one catalog record, in :func:`_record_values`' order.
-_RecordValues = tuple[str, str, str, bool, bool, float, int, int, int, float, bool, Any]
-
-
-def _record_values(r: HostRecord) -> _RecordValues:
-    return (r.service_host, r.nodename, r.cell_uuid, r.disabled, r.forced_down,
+def _record_values(r: HostRecord) -> tuple[Any, ...]:
+    """What a table reads from one catalog record, derived once per record
+    (:attr:`HostRecord.table_values`): host, node, cell, disabled, forced down,
+    heartbeat as a timestamp, the three counters parsed from stats, hypervisor
+    version, whether PCI pools are known, supported instances."""
+    values = r.table_values
+    if values is None:
+        # Concurrent requests may both derive it; they derive the same values.
+        values = r.table_values = (
+            r.service_host, r.nodename, r.cell_uuid, r.disabled, r.forced_down,
             _EPOCH_NAN if r.last_seen_up is None else _timestamp(r.last_seen_up),
             _stat(r.stats, 'failed_builds'), _stat(r.stats, 'io_workload'),
             _stat(r.stats, 'num_instances'), r.hypervisor_version or 0,
             bool(getattr(r, 'pci_pools', None)), r.supported_instances)
-
-
-class RecordValuesCache:
-    """:func:`_record_values` per catalog record, derived once per record.
-
-    Records are never modified (the catalog replaces a record to change it),
-    so what a table reads from one (a heartbeat as a timestamp, counters parsed
-    from its stats) is derived the first time the record is in an answer and
-    found by identity after that: every request reads the same few thousand
-    records. An entry holds its record, so an identity is never reused while it
-    is cached; two generations let go of records the catalog has replaced,
-    keeping at most a few times the largest recent table.
-    """
-
-    def __init__(self, minimum: int = 4096):
-        self._minimum = minimum
-        self._current: dict[int, tuple[HostRecord, _RecordValues]] = {}
-        self._previous: dict[int, tuple[HostRecord, _RecordValues]] = {}
-
-    def values(self, records: Sequence[HostRecord]) -> list[_RecordValues]:
-        # Concurrent requests may race on the dicts; the worst outcome is a
-        # value derived twice.
-        current, previous = self._current, self._previous
-        result = []
-        append = result.append
-        for record in records:
-            key = id(record)
-            entry = current.get(key)
-            if entry is None or entry[0] is not record:
-                entry = previous.get(key)
-                if entry is None or entry[0] is not record:
-                    entry = (record, _record_values(record))
-                current[key] = entry
-            append(entry[1])
-        if len(current) > max(4 * len(records), self._minimum):
-            self._previous, self._current = current, {}
-        return result
-
-
-_RECORD_VALUES = RecordValuesCache()
+    return values
 
 
 class HostTable:
@@ -163,7 +128,7 @@ class HostTable:
         records = self.records
         (host_names, nodenames, cells, disabled, forced_down, last_seen_up, failed_builds,
          io_ops, stat_instances, hypervisor_version, pci_data, supported) = (
-            zip(*_RECORD_VALUES.values(records), strict=True) if records else ((),) * 12)
+            zip(*map(_record_values, records), strict=True) if records else ((),) * 12)
         self.host_names: list[str] = list(host_names)
         self.nodenames: list[str] = list(nodenames)
         self.cells: list[str] = list(cells)

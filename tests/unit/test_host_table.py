@@ -11,6 +11,7 @@ every instance of a multi-instance request on the same host.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import random
 from typing import Any
@@ -324,3 +325,18 @@ def test_a_request_s_hosts_are_freed_without_the_garbage_collector():
         assert table_ref() is None and host_ref() is None
     finally:
         gc.enable()
+
+
+def test_a_record_keeps_what_a_table_derived_from_it_outside_its_value():
+    rng = random.Random(11)
+    candidates, catalog, _ = random_cloud(rng, 6)
+    first = HostTable(candidates, catalog)
+    record = first.records[0]
+    derived = record.table_values
+    assert derived is not None
+    # The next request reads the same values, not a new derivation.
+    assert HostTable(candidates, catalog).records[0].table_values is derived
+    # A record's value is its fields: the derived slot is not compared or shown.
+    bare = dataclasses.replace(record)
+    assert bare.table_values is None and bare == record
+    assert 'table_values' not in repr(record)

@@ -118,3 +118,13 @@ def test_a_child_running_other_code_is_refused(tmp_path, monkeypatch):
 
     with pytest.raises(CatalogError, match='runs other code .*restart the service'):
         read_in_child(path, DEFAULT_CELL)
+
+
+def test_what_a_table_derived_from_a_record_is_not_sent(tmp_path):
+    # Only the constructor's fields travel; a derived slot starts empty again.
+    path = write(tmp_path)
+    [record, *_] = read_hosts_in_process(path, default_cell_uuid=DEFAULT_CELL).hosts
+    assert 'table_values' not in hosts_child._FIELDS
+    assert all(r.table_values is None
+               for r in read_in_child(path, DEFAULT_CELL).hosts)
+    assert record.table_values is None
