@@ -258,7 +258,7 @@ PENDING_CLEANUPS = REGISTRY.register(Gauge(
 _local = threading.local()
 
 
-class stage(contextlib.ContextDecorator):  # noqa: N801 - reads as a function at call sites
+class stage:  # noqa: N801 - reads as a function at call sites
     """Time one stage of the current request; usable as ``with`` or as a decorator."""
 
     def __init__(self, name: str):
@@ -267,10 +267,14 @@ class stage(contextlib.ContextDecorator):  # noqa: N801 - reads as a function at
         self.name = name
         self._started = 0.0
 
-    def _recreate_cm(self) -> stage:
-        # As a decorator one instance serves every call, from any thread, so each
-        # call times itself with its own; a ``with stage(...)`` is used once.
-        return type(self)(self.name)
+    def __call__(self, func: F) -> F:
+        # A decorated function is called from any thread, so each call times
+        # itself with a stage of its own; a ``with stage(...)`` is used once.
+        @functools.wraps(func)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with stage(self.name):
+                return func(*args, **kwargs)
+        return timed  # type: ignore[return-value]
 
     def __enter__(self) -> stage:
         _local.last_stage = self.name
