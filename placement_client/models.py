@@ -128,6 +128,23 @@ class Candidates:
                                    for rp, s in (self._summaries or {}).items()}
         return self._raw_summaries
 
+    def root_provider_uuids(self) -> set[str]:
+        """The root of every provider in the answer."""
+        return {s.get('root_provider_uuid') or rp for rp, s in self.raw_summaries().items()}
+
+    def without_trees(self, roots: set[str]) -> Candidates:
+        """This answer less every allocation request that touches a provider in the
+        trees of ``roots``, and less those trees' summaries."""
+        summaries = self.raw_summaries()
+        dropped = {rp for rp, s in summaries.items()
+                   if (s.get('root_provider_uuid') or rp) in roots}
+        return Candidates.from_json(
+            {'allocation_requests': [r for r in self.raw_requests()
+                                     if dropped.isdisjoint(r.get('allocations', ()))],
+             'provider_summaries': {rp: s for rp, s in summaries.items()
+                                    if rp not in dropped}},
+            self.microversion)
+
     def merged_with(self, other: Candidates) -> Candidates:
         """This answer's requests, then ``other``'s; on a provider in both, this
         answer's summary wins (Nova's PCPU fallback merge)."""

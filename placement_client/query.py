@@ -29,7 +29,9 @@ class RequestGroupQuery:
     def is_empty(self) -> bool:
         return not self.resources and not self.has_constraints()
 
-    def to_params(self) -> list[tuple[str, str]]:
+    def to_params(self, *, redact: bool = False) -> list[tuple[str, str]]:
+        """The query parameters; ``redact`` replaces aggregate and provider uuids
+        with what they stand for (a reason a user reads names neither)."""
         s = self.suffix
         params: list[tuple[str, str]] = []
         # A group without resources gets no ``resources{S}=`` at all: Placement
@@ -42,11 +44,14 @@ class RequestGroupQuery:
         if traits:
             params.append((f'required{s}', ','.join(traits)))
         for agg_set in self.member_of:
-            params.append((f'member_of{s}', 'in:' + ','.join(sorted(agg_set))))
+            params.append((f'member_of{s}', 'in:' + (_aggregates(len(agg_set)) if redact
+                                                     else ','.join(sorted(agg_set)))))
         if self.in_tree:
-            params.append((f'in_tree{s}', self.in_tree))
+            params.append((f'in_tree{s}', '<the requested host>' if redact else self.in_tree))
         if self.forbidden_aggregates:
-            params.append((f'member_of{s}', '!in:' + ','.join(sorted(self.forbidden_aggregates))))
+            params.append((f'member_of{s}', '!in:' + (
+                _aggregates(len(self.forbidden_aggregates)) if redact
+                else ','.join(sorted(self.forbidden_aggregates)))))
         return params
 
 
@@ -68,7 +73,7 @@ class AllocationCandidatesQuery:
         self.groups.append(g)
         return g
 
-    def to_params(self) -> list[tuple[str, str]]:
+    def to_params(self, *, redact: bool = False) -> list[tuple[str, str]]:
         params: list[tuple[str, str]] = []
         if self.limit is not None:
             params.append(('limit', str(self.limit)))
@@ -81,12 +86,17 @@ class AllocationCandidatesQuery:
             params.append(('same_subtree', ','.join(sorted(subtree))))
         for g in self.groups:
             if not g.is_empty():
-                params.extend(g.to_params())
+                params.extend(g.to_params(redact=redact))
         return sorted(params)
 
     def to_querystring(self) -> str:
         return urlencode(self.to_params())
 
-    def describe(self) -> str:
-        """Decoded, human-readable form for logs and NoValidHost reasons."""
-        return '&'.join(f'{k}={v}' for k, v in self.to_params())
+    def describe(self, *, redact: bool = False) -> str:
+        """Decoded, human-readable form for logs and, ``redact``-ed, for NoValidHost
+        reasons (no aggregate or provider uuid)."""
+        return '&'.join(f'{k}={v}' for k, v in self.to_params(redact=redact))
+
+
+def _aggregates(count: int) -> str:
+    return f'<one of {count} aggregates>' if count > 1 else '<an aggregate>'

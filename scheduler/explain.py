@@ -54,6 +54,8 @@ class InstanceAttempt:
 class RequestTrace:
     num_instances: int = 0
     query: str | None = None
+    #: The query as a reason may show it: no aggregate or provider uuid.
+    query_for_users: str | None = None
     limit: int | None = None
     candidates: int | None = None
     hosts: int | None = None
@@ -127,11 +129,27 @@ def _filters_summary(attempt: InstanceAttempt, *, host_names: bool = False) -> s
     return '; '.join(parts)
 
 
+#: nova-scheduler's reason when no host is left for an instance.
+NOVA_NOT_ENOUGH_HOSTS = 'There are not enough hosts available.'
+
+
 def no_candidates_reason(trace: RequestTrace) -> str:
-    query = trace.query or ''
+    query = trace.query_for_users or trace.query or ''
     if len(query) > _MAX_QUERY_IN_REASON:
         query = query[:_MAX_QUERY_IN_REASON - 3] + '...'
     return _bounded(f'Placement returned no allocation candidates for {query}')
+
+
+def nova_failure_reason(trace: RequestTrace) -> str:
+    """nova-scheduler's own reason for the same outcome (``no_valid_host_reason =
+    nova``): empty when Placement had no candidates, "There are not enough hosts
+    available." when filters or claims left none. A Placement outage is still
+    said as such."""
+    if trace.placement_error:
+        return _bounded(trace.placement_error)
+    if trace.candidates == 0:
+        return ''
+    return NOVA_NOT_ENOUGH_HOSTS
 
 
 def failure_reason(trace: RequestTrace, *, host_names: bool = False) -> str:
@@ -147,8 +165,13 @@ def failure_reason(trace: RequestTrace, *, host_names: bool = False) -> str:
         return no_candidates_reason(trace)
     failed = next((a for a in trace.attempts if a.claimed_host is None), None)
     note = _limit_note(trace)
+    if failed is None and not trace.attempts and trace.prefilter_removed:
+        # Every host was set aside before any instance was tried.
+        removed = ', '.join(f'{why}: {n}' for why, n in trace.prefilter_removed.items())
+        total = sum(trace.prefilter_removed.values())
+        return _bounded(f'0/{total} hosts available: {removed}' + note)
     if failed is None:
-        return _bounded('There are not enough hosts available.' + note)
+        return _bounded(NOVA_NOT_ENOUGH_HOSTS + note)
     which = (f'instance {failed.index + 1} of {trace.num_instances}'
              if trace.num_instances > 1 else '')
     of = f'{which}: ' if which else ''

@@ -34,6 +34,7 @@ from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
 from scheduler import explain, group_claims, metrics
 from scheduler.candidate_reuse import CandidateReuse
+from scheduler.catalog.resolver import UNRESOLVED_REASON, HostResolver
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
 from scheduler.filters.handler import apply_filters
@@ -72,13 +73,17 @@ class SchedulerManager:
     def __init__(self, conf: cfg.ConfigOpts, *, placement, catalog, filters, weighers,
                  request_filters, cleanups: claims_mod.PendingCleanups | None = None,
                  release: DeferredRelease | None = None,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None,
+                 resolver: HostResolver | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
         self.filters = filters
         self.weighers = weighers
         self.request_filters = request_filters
+        # Without one (tests, explain): provider names stand in for unknown hosts.
+        self.resolver = resolver or HostResolver(catalog.unresolved_providers, (),
+                                                 exclude_unresolved=False)
         self.rng = rng or random.Random()
         self.claimer = claims_mod.Claimer(
             placement, max_attempts=conf.scheduler.claim_max_retries,
@@ -195,6 +200,8 @@ class SchedulerManager:
         for warning in translated.warnings:
             LOG.warning('request %s: %s', context.request_id, warning)
         trace.query = translated.query.describe()
+        trace.query_for_users = (trace.query if self.conf.scheduler.explain_host_names
+                                 else translated.query.describe(redact=True))
         trace.limit = translated.query.limit
 
         with metrics.stage('placement_query'):
@@ -208,11 +215,20 @@ class SchedulerManager:
         trace.candidates = len(candidates)
         metrics.CANDIDATES.observe(trace.candidates)
         if not trace.candidates:
-            raise exc.NoValidHost(reason=explain.no_candidates_reason(trace))
+            raise exc.NoValidHost(reason=self._failure_reason(trace))
         self._learn_provider_names(context, candidates)
+        unresolved = self.resolver.resolve(candidates.root_provider_uuids())
+        if unresolved:
+            candidates = candidates.without_trees(unresolved)
+            if not len(candidates):
+                trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved)}
+                raise exc.NoValidHost(reason=self._failure_reason(trace))
         hosts = self._host_states(candidates)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
+        if unresolved:
+            trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved),
+                                       **trace.prefilter_removed}
 
         return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
 
@@ -300,6 +316,8 @@ class SchedulerManager:
         return explain.build_report(trace, selections=selections, error=error, top=top)
 
     def _failure_reason(self, trace: explain.RequestTrace) -> str:
+        if self.conf.scheduler.no_valid_host_reason == 'nova':
+            return explain.nova_failure_reason(trace)
         return explain.failure_reason(trace,
                                       host_names=self.conf.scheduler.explain_host_names)
 
@@ -409,8 +427,7 @@ class SchedulerManager:
         return states
 
     def _learn_provider_names(self, context: RequestContext, candidates: Candidates) -> None:
-        roots = {s.get('root_provider_uuid') or rp
-                 for rp, s in candidates.raw_summaries().items()}
+        roots = candidates.root_provider_uuids()
         unknown = self.catalog.unknown_provider_uuids(roots)
         if not unknown:
             return
@@ -542,6 +559,11 @@ class SchedulerManager:
         pinned CPUs as VCPU, and merge the answers (pinned candidates first)."""
         fallback = build_query(spec, limit=limit, in_tree=in_tree, pinning_translate=False)
         trace.query = f'{trace.query} (then {fallback.query.describe()})'
+        if not self.conf.scheduler.explain_host_names:
+            trace.query_for_users = (f'{trace.query_for_users} '
+                                     f'(then {fallback.query.describe(redact=True)})')
+        else:
+            trace.query_for_users = trace.query
         try:
             extra = self.placement.get_allocation_candidates(fallback.query,
                                                              request_id=context.global_id)

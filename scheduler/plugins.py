@@ -9,7 +9,10 @@ Names follow Nova so that an existing ``[filter_scheduler]`` section works:
   are never imported, Nova's classes would need Nova's config and database;
 * the dotted import path of an out-of-tree class, subclassing our
   :class:`~scheduler.filters.base.BaseHostFilter` /
-  :class:`~scheduler.weights.base.BaseHostWeigher`;
+  :class:`~scheduler.weights.base.BaseHostWeigher`, or Nova's
+  ``nova.scheduler.filters.BaseHostFilter`` / ``nova.scheduler.weights.BaseHostWeigher``
+  where ``nova`` is importable (run unchanged, :mod:`scheduler.nova_plugins`);
+  a ``nova.*`` path whose class name we do not register is imported too;
 * for filters, also Nova's way: the class's dotted path in
   ``available_filters`` and its class name in ``enabled_filters``;
 * for ``weight_classes``, ``nova.scheduler.weights.all_weighers`` or ``all``:
@@ -29,8 +32,10 @@ from typing import TypeVar
 from oslo_config import cfg
 from stevedore import named
 
+from scheduler import nova_plugins
 from scheduler.exceptions import ConfigurationError, PluginNotFound
 from scheduler.filters.base import BaseHostFilter
+from scheduler.nova_plugins import nova_plugin_kind
 from scheduler.weights.base import BaseHostWeigher
 
 LOG = logging.getLogger(__name__)
@@ -85,17 +90,21 @@ def _available_filter_classes(conf: cfg.ConfigOpts) -> dict[str, type]:
 
     Nova's way to add a filter: its dotted path in ``available_filters`` and its
     class name in ``enabled_filters``. Registered filters are always available
-    (``nova.scheduler.filters.all_filters`` or not), and ``nova.*`` entries are
-    never imported.
+    (``nova.scheduler.filters.all_filters`` or not), and Nova's own filters
+    (``nova.scheduler.filters.*``, or a registered class name) are ours.
     """
     try:
         entries = conf.filter_scheduler.available_filters
     except cfg.NoSuchOptError:
         return {}
     classes: dict[str, type] = {}
+    registered = _entry_point_names(FILTERS_NAMESPACE)
     for raw in entries or ():
         path = raw.strip()
-        if not path or path == ALL_FILTERS or path.startswith('nova.') or '.' not in path:
+        if not path or path == ALL_FILTERS or '.' not in path:
+            continue
+        if path.startswith('nova.') and (path.rsplit('.', 1)[1] in registered
+                                         or path.startswith('nova.scheduler.filters.')):
             continue
         try:
             classes[path.rsplit('.', 1)[1]] = _import_class(path)
@@ -162,11 +171,13 @@ def _resolve(name: str, registered: set[str], not_shipped: Mapping[str, str],
         raise PluginNotFound(option, name, sorted(registered))
     last = name.rsplit('.', 1)[1]
     if name.startswith('nova.'):
+        # Nova's own plugins are ours by name: Nova's classes would need Nova's
+        # configuration and databases. Anything else under nova.* (Nova's test
+        # plugins, a vendor's module in the nova namespace) loads as written.
         if last in registered:
             return last
         if last in not_shipped:
             return None
-        raise PluginNotFound(option, name, sorted(registered))
     try:
         return _import_class(name)
     except (ImportError, AttributeError) as exc:
@@ -201,6 +212,20 @@ def _load_entry_points(namespace: str, option: str, names: list[str]) -> dict[st
 
 
 def _instantiate(cls: type, conf: cfg.ConfigOpts, base: type[P], option: str) -> P:
+    kind = nova_plugin_kind(cls)
+    if kind is not None:
+        expected = 'filter' if base is BaseHostFilter else 'weigher'
+        if kind != expected:
+            raise ConfigurationError(
+                f'{option}: {cls.__module__}.{cls.__qualname__} is a Nova {kind}, '
+                f'not a {expected}')
+        try:
+            adapted = nova_plugins.adapt(cls)
+        except Exception as exc:
+            raise ConfigurationError(
+                f'{option}: {cls.__qualname__}() failed: {type(exc).__name__}: {exc}') from exc
+        adapted.conf = conf
+        return adapted  # type: ignore[return-value]
     if not issubclass(cls, base):
         raise ConfigurationError(
             f'{option}: {cls.__module__}.{cls.__qualname__} is not a subclass of '

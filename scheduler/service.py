@@ -15,6 +15,7 @@ from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import cell_db_sync_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
+from scheduler.catalog.resolver import HostLookup, HostResolver
 from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
@@ -41,6 +42,15 @@ def build_catalog(conf: cfg.ConfigOpts) -> HostCatalog:
     return HostCatalog(**kwargs)
 
 
+def host_resolver(conf: cfg.ConfigOpts, catalog: HostCatalog, *sources: HostLookup | None
+                  ) -> HostResolver:
+    lookups = [s for s in sources if s is not None]
+    policy = conf.scheduler.unresolved_hosts
+    exclude = policy == 'exclude' or (policy == 'auto' and bool(lookups))
+    return HostResolver(catalog.unresolved_providers, lookups, exclude_unresolved=exclude,
+                        retry_after=conf.scheduler.unresolved_hosts_retry)
+
+
 class SchedulerService:
     """Builds the worker from configuration; fails fast on configuration errors.
 
@@ -59,6 +69,7 @@ class SchedulerService:
         self.nova_sync = nova_sync_from_conf(conf, self.catalog)
         # NUMA topologies and PCI pools from Nova's cell databases (None: off).
         self.cell_db_sync = cell_db_sync_from_conf(conf, self.catalog)
+        self.resolver = host_resolver(conf, self.catalog, self.nova_sync, self.cell_db_sync)
         filters = plugins.load_filters(conf)
         weighers = plugins.load_weighers(conf)
         request_filters = load_request_filters(conf.scheduler.request_filters)
@@ -68,7 +79,8 @@ class SchedulerService:
                                         interval=conf.scheduler.cleanup_retry_interval)
         self.manager = SchedulerManager(conf, placement=self.placement, catalog=self.catalog,
                                         filters=filters, weighers=weighers,
-                                        request_filters=request_filters, cleanups=self.cleanups)
+                                        request_filters=request_filters, cleanups=self.cleanups,
+                                        resolver=self.resolver)
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

@@ -224,6 +224,53 @@ class HostCatalog:
                     .difference(self._nova.by_provider)
                     .difference(self._cell_db.by_provider))
 
+    def unresolved_providers(self, uuids: Iterable[str]) -> set[str]:
+        """The root providers whose service host no source states: not in the file
+        (by uuid, or by the provider's name as a node name), the compute API
+        snapshot or the cell databases. Such a provider's record carries a guess
+        (its name as service host, in the default cell)."""
+        with self._lock:
+            candidates = (set(uuids).difference(self._file.by_provider)
+                          .difference(self._nova.by_provider)
+                          .difference(self._cell_db.by_provider))
+            if not candidates:
+                return candidates
+            by_name = self._file.uuidless_by_nodename
+            return {u for u in candidates if self._provider_names.get(u) not in by_name}
+
+    def add_hypervisors(self, hypervisors: Iterable[HypervisorInfo]) -> None:
+        """Compute nodes looked up one by one (:mod:`scheduler.catalog.resolver`):
+        added to the latest snapshot until the next one replaces it."""
+        found = list(hypervisors)
+        if not found:
+            return
+        with self._lock:
+            snapshot = self._nova.snapshot
+            known = {h.provider_uuid for h in found}
+            merged = tuple(h for h in snapshot.hypervisors if h.provider_uuid not in known)
+            self._nova = _NovaLayer(
+                dataclasses.replace(snapshot, hypervisors=merged + tuple(found)),
+                self._nova.applied)
+            for uuid in known:
+                self._resolved.pop(uuid, None)
+        LOG.info('compute nodes looked up in the compute API: %s',
+                 ', '.join(f'{h.nodename} on {h.service_host}' for h in found))
+
+    def add_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:
+        """Compute nodes read by uuid from a cell database: added to what the last
+        read of every cell said, until the next read replaces it."""
+        found = list(nodes)
+        if not found:
+            return
+        with self._lock:
+            known = {n.provider_uuid for n in found}
+            self._cell_db = _CellDbLayer([*(n for u, n in self._cell_db.by_provider.items()
+                                            if u not in known), *found])
+            for uuid in known:
+                self._resolved.pop(uuid, None)
+        LOG.info('compute nodes read from their cell database: %s',
+                 ', '.join(f'{n.nodename} on {n.service_host}' for n in found))
+
     def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
         """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced
         hosts) and named ``node`` (exact); None matches any. Sorted by host, node.
@@ -446,6 +493,8 @@ class HostCatalog:
         if node is not None:
             if hypervisor is None and node.service_host:
                 changes['service_host'] = node.service_host
+            if node.cell_uuid is not None:
+                changes['cell_uuid'] = node.cell_uuid
             if node.numa_topology is not None:
                 changes['numa_topology'] = node.numa_topology
             if node.pci_stats is not None:
@@ -461,6 +510,7 @@ class HostCatalog:
     def _cells(self) -> set[str]:
         result = set(self._file.content.cells)
         result.update(r.cell_uuid for r in self._file.content.hosts)
+        result.update(n.cell_uuid for n in self._cell_db.by_provider.values() if n.cell_uuid)
         result.add(self._default_cell_uuid)
         return result
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
+from scheduler.catalog.hosts_file import normalize_uuid
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.cell_database import GROUP
 from scheduler.exceptions import ConfigurationError, HostDataError, SchedulerError
@@ -53,6 +54,8 @@ _SESSION_SETUP = {
     # PostgreSQL gets default_transaction_read_only as a connection option.
     'postgresql': (),
 }
+_CELL_PREFIX_RE = re.compile(r'^([0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?'
+                             r'[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12})=(.+)$')
 _URL_USERINFO_RE = re.compile(r'(//[^/:@\s]*:)[^/@\s]+@')
 #: Problems named per round, per cell, before "and N more".
 _MAX_ROW_WARNINGS = 10
@@ -71,10 +74,14 @@ class ComputeNodeData:
     service_host: str | None
     numa_topology: HostNUMATopology | None = None
     pci_stats: HostPciStats | None = None
+    #: The cell whose database holds the row, when the configuration names it.
+    cell_uuid: str | None = None
 
 
-def parse_rows(rows: Iterable[Sequence[Any]]) -> tuple[list[ComputeNodeData], list[str]]:
-    """Rows of :data:`QUERY` -> nodes, and the problems found (pure, no I/O).
+def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
+               ) -> tuple[list[ComputeNodeData], list[str]]:
+    """Rows of :data:`QUERY` -> nodes (in ``cell_uuid``), and the problems found
+    (pure, no I/O).
 
     A field that cannot be parsed is left out (None) and named in the problems;
     a row without a uuid is skipped.
@@ -103,8 +110,22 @@ def parse_rows(rows: Iterable[Sequence[Any]]) -> tuple[list[ComputeNodeData], li
                 problems.append(str(e))
         nodes.append(ComputeNodeData(provider_uuid=str(node_uuid).lower(),
                                      nodename=nodename or None, service_host=host or None,
-                                     numa_topology=topology, pci_stats=pools))
+                                     numa_topology=topology, pci_stats=pools,
+                                     cell_uuid=cell_uuid))
     return nodes, problems
+
+
+def split_connection(value: str) -> tuple[str | None, str]:
+    """A ``[cell_database] connections`` value -> (cell uuid or None, URL).
+
+    ``CELL_UUID=URL`` names the cell whose database the URL opens (the nodes
+    read there are in that cell); a bare URL leaves the cell to the hosts file
+    and ``[scheduler] default_cell_uuid``.
+    """
+    match = _CELL_PREFIX_RE.match(value)
+    if match is None:
+        return None, value
+    return normalize_uuid(match.group(1)), match.group(2)
 
 
 def _ratio(value: Any) -> float | None:
@@ -125,8 +146,10 @@ def mask_url(url: str) -> str:
 class CellDatabaseReader:
     """Reads one cell database; thread-compatible (one read at a time per reader)."""
 
-    def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30):
+    def __init__(self, url: str, *, cell_uuid: str | None = None, connect_timeout: int = 5,
+                 query_timeout: int = 30):
         sqlalchemy = _sqlalchemy()
+        self.cell_uuid = cell_uuid
         try:
             parsed = sqlalchemy.engine.make_url(url)
         except Exception:  # noqa: BLE001 - its message would quote the URL, password included
@@ -176,7 +199,16 @@ class CellDatabaseReader:
         sqlalchemy = _sqlalchemy()
         with self.connect() as connection:
             rows = connection.execute(sqlalchemy.text(QUERY)).all()
-        return parse_rows(rows)
+        return parse_rows(rows, self.cell_uuid)
+
+    def read_nodes(self, provider_uuids: Sequence[str]) -> tuple[list[ComputeNodeData], list[str]]:
+        """:meth:`read`, for these compute nodes only (bound parameters)."""
+        sqlalchemy = _sqlalchemy()
+        statement = sqlalchemy.text(QUERY + ' AND uuid IN :uuids').bindparams(
+            sqlalchemy.bindparam('uuids', expanding=True))
+        with self.connect() as connection:
+            rows = connection.execute(statement, {'uuids': list(provider_uuids)}).all()
+        return parse_rows(rows, self.cell_uuid)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -241,6 +273,23 @@ class CellDatabaseSync(PeriodicSync):
             [node for reader in self._readers for node in self._nodes.get(reader.label, ())])
         return all_read
 
+    def look_up(self, provider_uuids: Sequence[str]) -> None:
+        """Read these nodes from every cell now (HostLookup); a cell that cannot be
+        read is logged and skipped, its last good data stays."""
+        found: list[ComputeNodeData] = []
+        for reader in self._readers:
+            try:
+                nodes, problems = reader.read_nodes(provider_uuids)
+            except CellDatabaseError as e:
+                LOG.warning('cell database %s: look-up of %d compute node(s) failed: %s',
+                            reader.label, len(provider_uuids), e)
+                continue
+            for problem in problems[:_MAX_ROW_WARNINGS]:
+                LOG.warning('cell database %s: %s; that field is ignored', reader.label,
+                            problem)
+            found.extend(nodes)
+        self._catalog.add_cell_db_nodes(found)
+
     def stop(self, timeout: float | None = None) -> None:
         super().stop(timeout)
         for reader in self._readers:
@@ -259,8 +308,12 @@ def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
         LOG.info('[%s] connections is empty: host NUMA topologies and PCI pools come from '
                  'the hosts file only', GROUP)
         return None
-    readers = [CellDatabaseReader(url, connect_timeout=opts.connect_timeout,
-                                  query_timeout=opts.query_timeout) for url in urls]
+    readers = []
+    for value in urls:
+        cell_uuid, url = split_connection(value)
+        readers.append(CellDatabaseReader(url, cell_uuid=cell_uuid,
+                                          connect_timeout=opts.connect_timeout,
+                                          query_timeout=opts.query_timeout))
     LOG.info('cell database sync every %ss, read-only: %s', opts.sync_interval,
              ', '.join(r.label for r in readers))
     return CellDatabaseSync(catalog, readers, interval=opts.sync_interval)

@@ -37,6 +37,11 @@ NEVER = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 class NovaApiError(SchedulerError):
     """The compute API could not be read, or answered something we cannot use."""
 
+    def __init__(self, message: str, *, status_code: int | None = None):
+        super().__init__(message)
+        #: The HTTP status of an answer that was not 200; None for other failures.
+        self.status_code = status_code
+
 
 @dataclass(frozen=True)
 class ServiceState:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
@@ -25,7 +26,7 @@ from oslo_config import cfg
 
 from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
-from scheduler.catalog.nova_api import NovaApiError, NovaSnapshot
+from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
 from scheduler.exceptions import ConfigurationError
@@ -34,6 +35,8 @@ LOG = logging.getLogger(__name__)
 
 #: More hypervisor pages than this is a paging loop, not a cloud.
 MAX_HYPERVISOR_PAGES = 1000
+#: Above this many unknown nodes at once, one full sync costs less than look-ups.
+MAX_SINGLE_LOOKUPS = 20
 _URL_USERINFO_RE = re.compile(r'(//)[^/@\s]+@')
 
 
@@ -94,6 +97,19 @@ class NovaComputeReader:
         return NovaSnapshot(aggregates=tuple(aggregates), services=services,
                             hypervisors=tuple(hypervisors), unknown_services=tuple(unknown))
 
+    def read_hypervisor(self, provider_uuid: str) -> HypervisorInfo | None:
+        """``GET /os-hypervisors/{uuid}``: one compute node (its id is the root
+        provider's uuid from 2.53), or None when the compute API has no such node."""
+        try:
+            body = self._get(f'/os-hypervisors/{provider_uuid}')
+        except NovaApiError as e:
+            if e.status_code == 404:
+                return None
+            raise
+        hypervisor = body.get('hypervisor') if isinstance(body, dict) else None
+        [info] = nova_api.parse_hypervisors({'hypervisors': [hypervisor]})
+        return info
+
     def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
         try:
             response = self._adapter.get(
@@ -111,7 +127,8 @@ class NovaComputeReader:
             detail = _redact((response.text or '').strip().replace('\n', ' ')[:200])
             hint = (' (the compute API does not offer this microversion)'
                     if response.status_code == 406 else '')
-            raise NovaApiError(f'GET {url}: HTTP {response.status_code}{hint}: {detail}')
+            raise NovaApiError(f'GET {url}: HTTP {response.status_code}{hint}: {detail}',
+                               status_code=response.status_code)
         try:
             return response.json()
         except ValueError:
@@ -157,6 +174,29 @@ class NovaSync(PeriodicSync):
         self.failures_in_a_row = 0
         self.last_success = time.monotonic()
         return True
+
+
+    def look_up(self, provider_uuids: Sequence[str]) -> None:
+        """The compute API's word on nodes no sync has seen yet (HostLookup).
+
+        Up to :data:`MAX_SINGLE_LOOKUPS` nodes are read one by one; more than
+        that, and one full sync is cheaper. Failures are logged, never raised:
+        the request goes on with what the catalog knows.
+        """
+        if len(provider_uuids) > MAX_SINGLE_LOOKUPS:
+            self.sync_once()
+            return
+        found = []
+        for provider_uuid in provider_uuids:
+            try:
+                info = self._reader.read_hypervisor(provider_uuid)
+            except NovaApiError as e:
+                LOG.warning('compute API look-up of compute node %s failed: %s',
+                            provider_uuid, e)
+                return
+            if info is not None:
+                found.append(info)
+        self._catalog.add_hypervisors(found)
 
 
 def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync | None:

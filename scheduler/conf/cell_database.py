@@ -21,7 +21,11 @@ cell_database_opts = [
                     help='SQLAlchemy URL of each cell database to read, one value per cell '
                          '(the ``[database] connection`` of that cell\'s conductor, ideally '
                          'with a read-only user), e.g. '
-                         '``mysql+pymysql://scheduler:secret@db1/nova_cell1``. Never '
+                         '``mysql+pymysql://scheduler:secret@db1/nova_cell1``. Prefixed '
+                         'with ``CELL_UUID=`` (the cell mapping\'s uuid, '
+                         '``nova-manage cell_v2 list_cells``), the compute nodes read there '
+                         'are scheduled in that cell; a bare URL leaves the cell to the '
+                         'hosts file and ``[scheduler] default_cell_uuid``. Never '
                          'logged with its password.'),
     cfg.IntOpt('sync_interval', default=60, min=1,
                help='Seconds between two reads of every cell database. A failed read keeps '

@@ -123,6 +123,23 @@ service_opts = [
                help='The cell reported for resource providers the host catalog does not '
                     'know. Alternates are always chosen from the cell of the selected '
                     'host.'),
+    cfg.StrOpt('unresolved_hosts', default='auto',
+               choices=[('auto', 'exclude when [nova] or [cell_database] is configured, '
+                                 'provider_name otherwise'),
+                        ('exclude', 'never schedule to a compute node whose service host '
+                                    'no source states'),
+                        ('provider_name', 'take the provider\'s name as its service host, '
+                                          'in default_cell_uuid')],
+               help='Root providers in a Placement answer that neither the hosts file nor '
+                    'the compute API or the cell databases know (after a look-up by uuid '
+                    'in those sources, made at once, before the request is decided). A '
+                    'compute node\'s provider is named after its node, which is often not '
+                    'its service host (libvirt: FQDN vs short name), and nova-conductor '
+                    'fails a boot answered under a name it has no host mapping for.'),
+    cfg.FloatOpt('unresolved_hosts_retry', default=10.0, min=0.0,
+                 help='Seconds before a root provider no source knew is looked up again '
+                      '(providers left behind by deleted computes would otherwise cost a '
+                      'look-up on every request).'),
     cfg.ListOpt('request_filters',
                 default=DEFAULT_REQUEST_FILTERS,
                 help='Request filters run, in this order, on every request before Placement '
@@ -189,6 +206,17 @@ service_opts = [
     cfg.StrOpt('rpc_topic', default='scheduler',
                help="The RPC topic to consume from. Nova's clients send to ``scheduler``; "
                     'change it only to run a second, separate scheduler.'),
+    cfg.StrOpt('no_valid_host_reason', default='summary',
+               choices=[('summary', 'which stage emptied the list, with counts and the '
+                                    'filters\' reasons ("0/3 hosts available: '
+                                    'RamFilter removed 2 (...)")'),
+                        ('nova', 'nova-scheduler\'s own words: "There are not enough hosts '
+                                 'available." (nothing when Placement had no candidates)')],
+               help='What the NoValidHost reason sent to the caller says; Nova stores it in '
+                    'the instance fault, which the server\'s owner reads. Either way it names '
+                    'no host, node, provider or aggregate unless explain_host_names is on, '
+                    'and a Placement outage is said as such. The log and '
+                    '``scheduler-manage explain`` always have the whole story.'),
     cfg.BoolOpt('explain_host_names', default=False,
                 help='Name the hosts a filter removed (a few per reason) in the NoValidHost '
                      'reason sent to the caller. Nova stores that reason in the instance '

@@ -41,6 +41,10 @@ def _hinted_uuids(spec_obj: RequestSpec, hint: str) -> set[str]:
     return {str(v) for v in value}
 
 
+# Which hosts the members are on is the cloud's layout: the log and explain name them.
+_AFFINITY_REASON = 'affinity: members of group are on other hosts'
+
+
 class ServerGroupAffinityFilter(BaseHostFilter):
     """Policy ``affinity``: once the group has hosts, only those hosts pass.
 
@@ -57,7 +61,7 @@ class ServerGroupAffinityFilter(BaseHostFilter):
             return FilterResult.ok()
         if not group.hosts or host_state.host in group.hosts:
             return FilterResult.ok()
-        return FilterResult.fail(self._reason(group))
+        return FilterResult.fail(_AFFINITY_REASON)
 
     def filter_rows(self, table: HostTable, rows: np.ndarray,
                     spec_obj: RequestSpec) -> RowsVerdict:
@@ -66,12 +70,9 @@ class ServerGroupAffinityFilter(BaseHostFilter):
             return all_pass(rows)
         wanted, names = set(group.hosts), table.host_names
         passed = np.array([names[r] in wanted for r in rows.tolist()], dtype=bool)
-        reason = self._reason(group)
+        reason = _AFFINITY_REASON
         return RowsVerdict(passed, dict.fromkeys(np.flatnonzero(~passed).tolist(), reason))
 
-    @staticmethod
-    def _reason(group: InstanceGroup) -> str:
-        return f'affinity: members of group are on other hosts ({_quote(set(group.hosts))})'
 
 
 class ServerGroupAntiAffinityFilter(BaseHostFilter):

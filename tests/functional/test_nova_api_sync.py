@@ -7,16 +7,12 @@ import logging
 import uuid
 
 import pytest
-from keystoneauth1 import loading as ks_loading
 
-from scheduler.catalog import HostCatalog
 from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
-from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.fake_nova import FakeNova
-from tests.fixtures.service import CELL, make_conf
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
 
 NOVA_TOKEN = 'gAAAAA-nova-sync-secret-token-5d1e'
@@ -53,30 +49,13 @@ def cloud(placement_client, fake_nova):
 
 
 @pytest.fixture
-def start_with_nova(placement, fake_nova):
-    started = []
-
+def start_with_nova(start_scheduler, fake_nova):
     def start() -> tuple[SchedulerService, SchedulerClient]:
-        topic = f'scheduler-test-{uuid.uuid4().hex[:8]}'
-        conf = make_conf(placement.url, 'fake://', **{'scheduler.rpc_topic': topic})
-        conf.register_opts(ks_loading.get_auth_plugin_conf_options('admin_token'), group='nova')
-        for name, value in {'auth_type': 'admin_token', 'token': NOVA_TOKEN,
-                            'endpoint': fake_nova.url, 'endpoint_override': fake_nova.url,
-                            'sync_interval': 3600, 'hypervisor_page_size': 2,
-                            'startup_sync_timeout': 60}.items():
-            conf.set_override(name, value, group='nova')
-        transport = get_transport(conf)
-        service = SchedulerService(conf, transport=transport,
-                                   catalog=HostCatalog(default_cell_uuid=CELL))
-        service.start()
-        started.append(service)
-        return service, SchedulerClient(transport, topic=topic, timeout=60)
+        running = start_scheduler(**fake_nova.options(hypervisor_page_size=2,
+                                                      startup_sync_timeout=60))
+        return running.service, running.client
 
-    yield start
-    for service in started:
-        service.stop()
-        service.wait()
-        service.transport.cleanup()
+    return start
 
 
 def select(client: SchedulerClient, spec) -> str:

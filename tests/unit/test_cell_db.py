@@ -19,6 +19,7 @@ from scheduler.catalog.cell_db import (
     cell_db_sync_from_conf,
     mask_url,
     parse_rows,
+    split_connection,
 )
 from scheduler.conf import cell_database as cell_database_conf
 from scheduler.exceptions import ConfigurationError
@@ -191,3 +192,28 @@ def test_a_connection_that_cannot_work_stops_start_up_without_showing_its_passwo
 def test_the_connections_option_is_secret():
     [connections] = [o for o in cell_database_conf.cell_database_opts if o.name == 'connections']
     assert connections.secret
+
+
+CELL2_UUID = '7e2b5a3c-5d0c-4c1e-9b0e-4f4a2c3e9d21'
+
+
+def test_a_connection_prefixed_with_a_cell_uuid_puts_its_nodes_in_that_cell(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    cell1 = sqlite_cell(tmp_path / 'cell1.db', [row('cn1', host='compute-1')])
+    cell2 = sqlite_cell(tmp_path / 'cell2.db', [row('cn2', host='compute-2')])
+    sync = cell_db_sync_from_conf(conf_with(connections=[cell1, f'{CELL2_UUID.upper()}={cell2}']),
+                                  catalog)
+    assert sync.sync_once()
+
+    first = catalog.record_for_provider(uuid_for('cn1'), None)
+    second = catalog.record_for_provider(uuid_for('cn2'), None)
+    assert (first.service_host, first.cell_uuid) == ('compute-1', CELL_UUID)
+    assert (second.service_host, second.cell_uuid) == ('compute-2', CELL2_UUID)
+    assert catalog.cells() == {CELL_UUID, CELL2_UUID}
+
+
+def test_a_url_alone_is_not_taken_for_a_cell_prefix():
+    assert split_connection('mysql+pymysql://u:p@db/nova?a=b') == (
+        None, 'mysql+pymysql://u:p@db/nova?a=b')
+    assert split_connection(f'{CELL2_UUID}=sqlite:////tmp/c.db') == (CELL2_UUID,
+                                                                    'sqlite:////tmp/c.db')

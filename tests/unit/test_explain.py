@@ -12,6 +12,7 @@ from scheduler.explain import (
     failure_reason,
     log_lines,
     no_candidates_reason,
+    nova_failure_reason,
 )
 
 
@@ -136,3 +137,31 @@ def test_log_lines_count_every_stage_and_name_the_chosen_host():
         "instance 2: 3 hosts; filters: ComputeFilter 3->2; "
         "claim failures: {'capacity exceeded': 2}; chosen: -",
     ]
+
+
+def test_novas_words_when_asked_for_them_empty_for_no_candidates_the_outage_still_said():
+    no_candidates = RequestTrace(num_instances=1, query='resources=VCPU:1', candidates=0)
+    filtered = trace_with(InstanceAttempt(index=0, hosts_in=3, hosts_after_filters=0,
+                                          filter_steps=[('RamFilter', 3, {'no RAM': 3})]))
+    outage = trace_with(InstanceAttempt(index=0), placement_error='Placement unreachable')
+
+    assert nova_failure_reason(no_candidates) == ''
+    assert nova_failure_reason(filtered) == 'There are not enough hosts available.'
+    assert nova_failure_reason(outage) == 'Placement unreachable'
+
+
+def test_hosts_set_aside_before_any_instance_was_tried_are_counted_by_why():
+    trace = RequestTrace(num_instances=1, query='resources=VCPU:1', candidates=2,
+                         prefilter_removed={'compute node not yet known to the scheduler': 2})
+
+    assert failure_reason(trace) == ('0/2 hosts available: compute node not yet known to the '
+                                     'scheduler: 2')
+
+
+def test_no_candidates_quotes_the_query_a_user_may_read_when_there_is_one():
+    trace = RequestTrace(num_instances=1, candidates=0,
+                         query='member_of=in:7d0c2c2e-0000-4000-8000-000000000001',
+                         query_for_users='member_of=in:<an aggregate>')
+
+    assert failure_reason(trace) == ('Placement returned no allocation candidates for '
+                                     'member_of=in:<an aggregate>')

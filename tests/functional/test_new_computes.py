@@ -1,0 +1,112 @@
+"""A compute that registered after the last sync is scheduled under its service host and
+cell at once; a provider no host source knows is never answered under a guessed name.
+
+Real Placement, the real service on both transports, a (fake, real-HTTP) compute API
+and real cell databases (MariaDB and PostgreSQL). Every periodic sync is an hour apart,
+so whatever the service knows of a new compute it learnt by looking it up.
+"""
+from __future__ import annotations
+
+import pytest
+
+from scheduler.exceptions import NoValidHost
+from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.rpc.client import SchedulerClient
+from scheduler.service import SchedulerService
+from tests.fixtures import nova_api_samples as samples
+from tests.fixtures.cell_databases import ComputeNodeRow
+from tests.fixtures.fake_nova import FakeNova
+from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+
+NOVA_TOKEN = 'new-computes-token'
+OTHER_CELL = 'c0ffee00-0000-4000-8000-00000000ce11'
+
+
+@pytest.fixture
+def fake_nova():
+    nova = FakeNova(token=NOVA_TOKEN).start()
+    yield nova
+    nova.stop()
+
+
+@pytest.fixture
+def start(start_scheduler):
+    def start_service(*, nova: FakeNova | None = None, cells: list[str] = (),
+                      **overrides) -> tuple[SchedulerService, SchedulerClient]:
+        if nova is not None:
+            overrides.update(nova.options())
+        if cells:
+            overrides.update({'cell_database.connections': list(cells),
+                              'cell_database.sync_interval': 3600})
+        running = start_scheduler(**overrides)
+        return running.service, running.client
+
+    return start_service
+
+
+def select(client: SchedulerClient, spec=None):
+    [selections] = client.select_destinations(CONTEXT, encode_request_spec(spec or boot_spec()),
+                                              new_uuids(1), return_alternates=True)
+    return selections[0]
+
+
+def test_a_compute_registered_after_the_sync_is_answered_under_its_service_host(
+        placement_client, fake_nova, start):
+    service, client = start(nova=fake_nova)
+    assert service.catalog.snapshot_stats()['nova_hypervisors'] == 0
+
+    # libvirt names the node after the FQDN; the service host is the short name.
+    node = add_host(placement_client, 'node-7.example.org')
+    fake_nova.hypervisors = [samples.hypervisor(node, 'node-7.example.org', 'node-7')]
+
+    chosen = select(client)
+
+    assert (chosen.service_host, chosen.nodename) == ('node-7', 'node-7.example.org')
+    assert f'/v2.1/os-hypervisors/{node}' in fake_nova.requests
+    assert '/v2.1/os-hypervisors/detail' in fake_nova.requests  # only the start-up sync's
+    assert fake_nova.requests.count('/v2.1/os-hypervisors/detail') == 1
+
+
+def test_a_provider_no_source_knows_is_left_out_and_looked_up_again_only_after_a_while(
+        placement_client, fake_nova, start):
+    service, client = start(nova=fake_nova, **{'scheduler.unresolved_hosts_retry': 3600})
+    known = add_host(placement_client, 'cn-known', ram_mb=8192)
+    orphan = add_host(placement_client, 'cn-orphan', ram_mb=65536)  # the weighers' favourite
+    fake_nova.hypervisors = [samples.hypervisor(known, 'cn-known', 'cn-known')]
+
+    assert select(client).service_host == 'cn-known'
+    assert select(client).service_host == 'cn-known'
+
+    looked_up = fake_nova.requests.count(f'/v2.1/os-hypervisors/{orphan}')
+    assert looked_up == 1  # not once per request
+
+
+def test_with_only_unknown_providers_the_answer_is_no_valid_host_naming_none(
+        placement_client, fake_nova, start):
+    service, client = start(nova=fake_nova)
+    add_host(placement_client, 'cn-nobody-knows')
+
+    with pytest.raises(NoValidHost) as failure:
+        select(client)
+
+    assert 'compute node not yet known to the scheduler' in str(failure.value)
+    assert 'cn-nobody-knows' not in str(failure.value)
+
+
+def test_without_host_sources_provider_names_stand_for_service_hosts(placement_client, start):
+    service, client = start()
+    add_host(placement_client, 'cn-by-name')
+
+    assert select(client).service_host == 'cn-by-name'
+
+
+def test_a_compute_read_from_its_cell_database_is_scheduled_in_that_cell(
+        placement_client, cell_db, start):
+    service, client = start(cells=[f'{OTHER_CELL}={cell_db.reader_url}'])
+    node = add_host(placement_client, 'node-9.example.org')
+    cell_db.insert([ComputeNodeRow(uuid=node, nodename='node-9.example.org', host='node-9')])
+
+    chosen = select(client)
+
+    assert (chosen.service_host, chosen.nodename, chosen.cell_uuid) == (
+        'node-9', 'node-9.example.org', OTHER_CELL)

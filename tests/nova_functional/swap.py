@@ -1,0 +1,324 @@
+"""Put this service in nova-scheduler's place inside Nova's own functional tests.
+
+Installed into a process that runs Nova's tests (``run_module``), before any of
+them starts. Nothing here changes how the product behaves; it only wires a
+Nova test's fixtures to the service the way an operator's configuration file
+would:
+
+* ``start_service('scheduler')`` starts :class:`scheduler.service.SchedulerService`
+  in-process, from a configuration file written for this test, on Nova's own
+  RPC transport (``nova.rpc.TRANSPORT``: the fake driver, one bus per process);
+* ``[placement]`` points at the test's ``PlacementFixture`` (wsgi-intercept,
+  noauth2, token ``admin``);
+* ``[nova]`` points at the test's compute API (``OSAPIFixture``) behind a
+  stand-in for Keystone (:func:`_keystone_emulation`);
+* ``[cell_database]`` reads the test's cell databases (file-backed SQLite in
+  Nova's threading mode), each value naming its cell;
+* the values of Nova's ``[scheduler]``, ``[filter_scheduler]``, ``[workarounds]``
+  and ``[pci]`` options that the test set are applied to ours, at start and on
+  every later ``self.flags(...)``.
+
+Two things make the fake bus and the fixtures behave like the real ones for both
+schedulers alike (:func:`install_common`): a failure crosses the bus serialised,
+as every real driver sends it, and the API's paste file is found.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import tempfile
+import textwrap
+import threading
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+#: Nova option groups whose test values this service must see.
+MIRRORED_GROUPS = ('scheduler', 'filter_scheduler', 'workarounds', 'pci')
+
+#: The identity the Keystone stand-in gives the scheduler's token.
+SCHEDULER_TOKEN = 'scheduler-service-token'
+_KEYSTONE_IDENTITY = {'HTTP_X_AUTH_USER': 'admin', 'HTTP_X_AUTH_PROJECT_ID': 'service',
+                      'HTTP_X_ROLES': 'admin,member,reader'}
+_API_HOST = 'nova-api.harness-keystone'
+
+
+class _TestWiring(threading.local):
+    """What the current test's fixtures set up, found as they set it up."""
+
+    placement_endpoint: str | None = None
+    api_app: Any = None
+    cell_database_urls: dict[str, str]
+
+    def __init__(self) -> None:
+        self.cell_database_urls = {}
+
+
+_WIRING = _TestWiring()
+
+
+def install_common() -> None:
+    """Both sides: a fake bus that carries what a real one carries; Nova's api-paste.ini."""
+    import nova.rpc
+    from oslo_messaging._drivers import common as rpc_common
+    from oslo_messaging._drivers import impl_fake
+    from oslo_serialization import jsonutils
+
+    def over_the_wire(value: Any) -> Any:
+        # Every real driver sends JSON: tuples arrive as lists, objects as primitives.
+        return jsonutils.loads(jsonutils.dumps(value))
+
+    def reply(self: Any, reply: Any = None, failure: Any = None) -> None:
+        if not self._reply_q:
+            return
+        if failure:
+            # A real driver sends the failure as data and the caller rebuilds it from
+            # its allowed_remote_exmods; the fake driver hands over the object itself.
+            data = rpc_common.serialize_remote_exception(failure)
+            rebuilt = rpc_common.deserialize_remote_exception(
+                data, nova.rpc.get_allowed_exmods())
+            self._reply_q.put((over_the_wire(reply), rebuilt))
+            return
+        self._reply_q.put((over_the_wire(reply), None))
+
+    original_send = impl_fake.FakeDriver._send
+
+    def send(self: Any, target: Any, ctxt: Any, message: Any, *args: Any, **kwargs: Any) -> Any:
+        # The context stays as it is: Nova's fixtures put in-process database
+        # handles into it, which a real deployment's contexts never carry.
+        return original_send(self, target, ctxt, over_the_wire(message), *args, **kwargs)
+
+    impl_fake.FakeIncomingMessage.reply = reply
+    impl_fake.FakeDriver._send = send
+    _link_api_paste()
+
+
+def _link_api_paste() -> None:
+    # Nova's ConfFixture looks next to the package (site-packages/etc/nova); the
+    # wheel installs the file under the environment's etc/nova.
+    import sys
+
+    import nova
+    site_etc = pathlib.Path(nova.__file__).resolve().parent.parent / 'etc' / 'nova'
+    if (site_etc / 'api-paste.ini').exists():
+        return
+    installed = pathlib.Path(sys.prefix) / 'etc' / 'nova'
+    if not (installed / 'api-paste.ini').exists():
+        raise RuntimeError(f'api-paste.ini is neither in {site_etc} nor in {installed}')
+    site_etc.parent.mkdir(parents=True, exist_ok=True)
+    site_etc.symlink_to(installed, target_is_directory=True)
+
+
+def install_swap() -> None:
+    """Our side: record the fixtures' endpoints and swap the scheduler service."""
+    import fixtures
+    import nova.test
+    from nova.tests import fixtures as nova_fixtures
+    from placement.tests.functional.fixtures import placement as placement_fixtures
+    from wsgi_intercept import interceptor
+
+    original_placement_setup = placement_fixtures.PlacementFixture.setUp
+
+    def placement_setup(fixture: Any) -> None:
+        original_placement_setup(fixture)
+        _WIRING.placement_endpoint = getattr(fixture, 'endpoint', None)
+
+    placement_fixtures.PlacementFixture.setUp = placement_setup
+
+    original_api_setup = nova_fixtures.OSAPIFixture.setUp
+
+    def api_setup(fixture: Any) -> None:
+        original_api_setup(fixture)
+        from nova.api import wsgi
+        app = _keystone_emulation(wsgi.Loader().load_app('osapi_compute'))
+        intercept = interceptor.RequestsInterceptor(lambda: app, host=_API_HOST, port=80)
+        intercept.install_intercept()
+        fixture.addCleanup(intercept.uninstall_intercept)
+        _WIRING.api_app = app
+
+    nova_fixtures.OSAPIFixture.setUp = api_setup
+
+    original_add_cell = nova_fixtures.CellDatabases.add_cell_database
+
+    def add_cell_database(fixture: Any, connection_str: str, default: bool = False) -> None:
+        original_add_cell(fixture, connection_str, default)
+        engine = fixture._ctxt_mgrs[connection_str].writer.get_engine()
+        if engine.url.get_backend_name() == 'sqlite' and engine.url.database:
+            _WIRING.cell_database_urls[connection_str] = engine.url.render_as_string(
+                hide_password=False)
+
+    nova_fixtures.CellDatabases.add_cell_database = add_cell_database
+
+    original_start_service = nova.test.TestCase.start_service
+    original_flags = nova.test.TestCase.flags
+    original_setup = nova.test.TestCase.setUp
+
+    def setup(test: Any) -> None:
+        _WIRING.placement_endpoint = None
+        _WIRING.api_app = None
+        _WIRING.cell_database_urls = {}
+        test._placement_scheduler = None
+        original_setup(test)
+
+    def start_service(test: Any, name: str, host: str | None = None,
+                      cell_name: str | None = None, **kwargs: Any) -> Any:
+        if name != 'scheduler':
+            return original_start_service(test, name, host=host, cell_name=cell_name,
+                                          **kwargs)
+        if test._service_fixture_count[name]:
+            raise nova.test.TestingException('Duplicate start_service(scheduler)!')
+        service = SwappedScheduler(test, host or 'scheduler')
+        test.useFixture(fixtures.Fixture())  # keeps cleanup order like ServiceFixture's
+        service.start()
+        test.addCleanup(service.kill)
+        test._service_fixture_count[name] += 1
+        test._placement_scheduler = service
+        return service
+
+    def flags(test: Any, **kw: Any) -> None:
+        original_flags(test, **kw)
+        service = getattr(test, '_placement_scheduler', None)
+        if service is not None and service.running:
+            service.mirror_nova_options()
+
+    nova.test.TestCase.setUp = setup
+    nova.test.TestCase.start_service = start_service
+    nova.test.TestCase.flags = flags
+
+
+def _keystone_emulation(app: Any) -> Any:
+    """Keystone's part for the scheduler's token: the identity it stands for.
+
+    Nova's OSAPIFixture replaces keystonemiddleware with a reader of test
+    headers; a real client sends a token and Keystone says who that is. Only
+    the scheduler's token is known; every other request passes unchanged.
+    """
+    def keystone(environ: dict, start_response: Any) -> Any:
+        if environ.get('HTTP_X_AUTH_TOKEN') == SCHEDULER_TOKEN:
+            environ = {**environ, **_KEYSTONE_IDENTITY}
+        return app(environ, start_response)
+    return keystone
+
+
+class SwappedScheduler:
+    """This service where a Nova test expects ``nova.service.Service('scheduler')``."""
+
+    def __init__(self, test: Any, host: str):
+        self._test = test
+        self.host = host
+        self.service: Any = None
+        self.running = False
+        self._conf: Any = None
+        self._dir = tempfile.mkdtemp(prefix='placement-scheduler-nova-functional-')
+        test.addCleanup(_remove_tree, self._dir)
+
+    # What Nova's tests call on a service ------------------------------------------------
+    def start(self) -> None:
+        import nova.rpc
+
+        from scheduler import conf as scheduler_conf
+        from scheduler.service import SchedulerService
+
+        path = self._write_config()
+        self._conf = scheduler_conf.parse_args(['--config-file', path],
+                                               default_config_files=[])
+        self.mirror_nova_options()
+        self.service = SchedulerService(self._conf, transport=nova.rpc.TRANSPORT)
+        self.service.start()
+        self.running = True
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.service.stop()
+            self.service.wait()
+            self._test._service_fixture_count['scheduler'] -= 1
+
+    def kill(self) -> None:
+        self.stop()
+
+    def restart(self) -> None:
+        self.stop()
+        self._test._service_fixture_count['scheduler'] += 1
+        self.start()
+
+    # Configuration ---------------------------------------------------------------------
+    def _write_config(self) -> str:
+        if not _WIRING.placement_endpoint:
+            raise RuntimeError('no PlacementFixture in this test before the scheduler started')
+        cells = self._cell_connections()
+        nova_section = ''
+        if _WIRING.api_app is not None:
+            nova_section = textwrap.dedent(f"""\
+                [nova]
+                auth_type = admin_token
+                token = {SCHEDULER_TOKEN}
+                endpoint = http://{_API_HOST}:80/v2.1
+                sync_interval = 60
+                """)
+        cell_lines = ''.join(f'connections = {c}\n' for c in cells)
+        cell_section = (f'[cell_database]\n{cell_lines}sync_interval = 60\n'
+                        if cells else '')
+        text = textwrap.dedent(f"""\
+            [DEFAULT]
+            host = {self.host}
+
+            [scheduler]
+            default_cell_uuid = {self._default_cell_uuid()}
+            # A drop-in keeps nova-scheduler's words in the instance fault (tests
+            # compare them); the explained form is this service's default.
+            no_valid_host_reason = nova
+
+            [placement]
+            auth_type = admin_token
+            token = admin
+            endpoint = {_WIRING.placement_endpoint}
+            max_retries = 1
+            retry_backoff = 0.01
+
+            """) + nova_section + '\n' + cell_section
+        path = os.path.join(self._dir, 'scheduler.conf')
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def _cell_connections(self) -> list[str]:
+        mappings = getattr(self._test, 'cell_mappings', {}) or {}
+        values = []
+        for mapping in mappings.values():
+            url = _WIRING.cell_database_urls.get(mapping.database_connection)
+            if url is not None and mapping.uuid != _cell0_uuid():
+                values.append(f'{mapping.uuid}={url}')
+        return values
+
+    def _default_cell_uuid(self) -> str:
+        mappings = getattr(self._test, 'cell_mappings', {}) or {}
+        cell1 = mappings.get('cell1')
+        return cell1.uuid if cell1 is not None else '00000000-0000-0000-0000-000000000001'
+
+    def mirror_nova_options(self) -> None:
+        """Nova's current values of the mirrored groups, set on ours."""
+        from nova import conf as nova_conf
+        nova_cfg = nova_conf.CONF
+        for group in MIRRORED_GROUPS:
+            ours = self._conf[group]
+            for name in list(ours.keys()):
+                try:
+                    value = nova_cfg[group][name]
+                except (KeyError, AttributeError, Exception):  # noqa: BLE001
+                    continue
+                try:
+                    self._conf.set_override(name, value, group)
+                except (ValueError, TypeError) as e:
+                    raise RuntimeError(f'[{group}] {name} = {value!r}: {e}') from e
+
+
+def _cell0_uuid() -> str:
+    from nova.objects import cell_mapping
+    return cell_mapping.CellMapping.CELL0_UUID
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Stand-in for the nova package (see ../README.md)."""

@@ -1,0 +1,5 @@
+from nova import weights
+
+
+class BaseHostWeigher(weights.BaseWeigher):
+    pass
