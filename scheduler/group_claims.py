@@ -57,6 +57,11 @@ class GroupRaceLost(Exception):
         self.siblings = frozenset(siblings)
 
 
+#: What the caller reads when the check could not be made (the log has the detail).
+CHECK_FAILED_REASON = ('anti-affinity could not be checked after the claim; the claim was '
+                       'given back or will be')
+
+
 class GroupCheckFailed(Exception):
     """The check could not be made (Placement unreachable while reading), or the
     claim could not be given back at once and is left to the pending cleanups.

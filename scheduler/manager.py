@@ -338,12 +338,14 @@ class SchedulerManager:
             return candidates
         except pexc.PlacementUnavailable as e:
             trace.placement_error = (f'Placement unreachable after {e.attempts} attempts '
-                                     f'({_short(e)})')
+                                     f'({_placement_failure(e)})')
+            _log_placement_failure(context, 'GET /allocation_candidates', e)
         except pexc.PlacementAuthError as e:
             trace.placement_error = f'Placement refused the scheduler\'s credentials ({e.status})'
+            _log_placement_failure(context, 'GET /allocation_candidates', e)
         except pexc.PlacementError as e:
-            trace.placement_error = (f'Placement rejected the query ({e.status}): '
-                                     f'{_short(e.detail or str(e))}')
+            trace.placement_error = f'Placement rejected the query ({_placement_failure(e)})'
+            _log_placement_failure(context, 'GET /allocation_candidates', e)
         raise exc.NoValidHost(reason=self._failure_reason(trace))
 
     def _resolve_destination(self, context: RequestContext,
@@ -381,8 +383,10 @@ class SchedulerManager:
                 providers = self.placement.get_resource_providers(
                     name=name, request_id=context.global_id)
             except pexc.PlacementError as e:
+                _log_placement_failure(context, 'requested destination look-up', e)
                 raise exc.NoValidHost(reason=f'Placement unreachable while looking up the '
-                                             f'requested destination ({_short(e)})') from e
+                                             f'requested destination '
+                                             f'({_placement_failure(e)})') from e
             learnt.update({p.uuid: p.name for p in providers if p.uuid == p.root_provider_uuid})
         if learnt:
             self.catalog.remember_provider_names(learnt)
@@ -415,8 +419,9 @@ class SchedulerManager:
                 summaries = self.placement.get_provider_summaries(root,
                                                                   request_id=context.global_id)
             except pexc.PlacementError as e:
+                _log_placement_failure(context, 'rebuild host read', e)
                 raise exc.NoValidHost(reason=f'Placement unreachable while reading the rebuild '
-                                             f'host ({_short(e)})') from e
+                                             f'host ({_placement_failure(e)})') from e
             record = self.catalog.record_for_provider(root, name)
             states.append(HostState(
                 uuid=root, record=record, summaries=summaries.values(),
@@ -511,8 +516,10 @@ class SchedulerManager:
                 except pexc.PlacementUnavailable as e:
                     self._forget_lost_claim(context, instance_uuid, alloc_req, known,
                                             project_id=project_id, user_id=user_id)
+                    _log_placement_failure(context, 'claim', e)
                     raise exc.NoValidHost(reason=f'Placement unreachable after {e.attempts} '
-                                                 f'attempts while claiming ({_short(e)})') from e
+                                                 f'attempts while claiming '
+                                                 f'({_placement_failure(e)})') from e
                 except pexc.PlacementError as e:
                     attempt.claim_failures[f'Placement error {e.status}'] += 1
                     LOG.warning('claim of %s on %s: %s', instance_uuid, host.host, _short(e))
@@ -526,7 +533,8 @@ class SchedulerManager:
                     known = None  # the undo changed the consumer; the next claim re-learns it
                     break  # a sibling of the group holds this host: try the next host
                 except group_claims.GroupCheckFailed as e:
-                    raise exc.NoValidHost(reason=str(e)) from e
+                    LOG.warning('request %s: %s', context.request_id, e)
+                    raise exc.NoValidHost(reason=group_claims.CHECK_FAILED_REASON) from e
                 attempt.claimed_host = host.host
                 return _Placed(instance_uuid, host, alloc_req, made)
         return None
@@ -637,7 +645,14 @@ def _plugin_failure(error: Exception) -> exc.NoValidHost:
     """A filter or weigher that crashes is a bug in that plugin; the caller gets a
     NoValidHost naming it (Nova would send the raw exception), the log the traceback."""
     LOG.error('scheduler plugin failed: %s', error, exc_info=error)
-    return exc.NoValidHost(reason=f'{_short(error)} (a scheduler plugin failed; the '
+    # The plugin's own text may quote host data: the caller learns which plugin.
+    if isinstance(error, FilterError):
+        which = f'filter {error.filter_name}'
+    elif isinstance(error, WeigherError):
+        which = f'weigher {error.weigher_name}'
+    else:
+        which = type(error).__name__
+    return exc.NoValidHost(reason=f'{which} failed (a scheduler plugin failed; the '
                                   f'scheduler log has the details)')
 
 
@@ -660,6 +675,25 @@ def _exclusion_steps(excluded: list[Exclusion],
         result.append((name, hosts_in, reasons))
         hosts_in -= sum(reasons.values())
     return result
+
+
+def _placement_failure(error: pexc.PlacementError) -> str:
+    """What a caller may read of a Placement failure: its status and error code,
+    never its text (which can quote URLs, provider or aggregate uuids)."""
+    if error.status:
+        parts = [f'HTTP {error.status}']
+    elif isinstance(error, pexc.PlacementUnavailable):
+        parts = ['no answer']
+    else:
+        parts = [type(error).__name__]
+    if error.code:
+        parts.append(error.code)
+    return ', '.join(parts)
+
+
+def _log_placement_failure(context: RequestContext, what: str,
+                           error: pexc.PlacementError) -> None:
+    LOG.warning('request %s: %s: %s', context.request_id, what, _short(error, 500))
 
 
 def _short(error: object, limit: int = 200) -> str:

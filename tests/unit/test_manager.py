@@ -265,7 +265,8 @@ def test_an_unexpected_error_after_a_claim_rolls_the_claim_back(fake, make_manag
     with pytest.raises(exc.NoValidHost) as failure:
         select(manager, spec(num_instances=2), uuids(2))
 
-    assert failure.value.reason.startswith('filter FailsOnRun failed: RuntimeError: plugin bug')
+    # Which plugin, not its text: a plugin's message may quote host data.
+    assert failure.value.reason.startswith('filter FailsOnRun failed (a scheduler plugin failed')
 
     assert len(fake.claims()) == 1
     assert fake.holdings() == {}
@@ -513,8 +514,9 @@ def placement_auth(fake):
     (filter_emptied, '0/2 hosts available: LongWinded removed 2 (rejected: xxx'),
     (claims_failed, 'claims failed on all 2 hosts that passed the filters '
                     '(capacity exceeded: 2)'),
-    (placement_unreachable, 'Placement unreachable after 3 attempts (Placement unavailable: '),
-    (placement_400, 'Placement rejected the query (400): Invalid query string parameters: '),
+    # Placement's own text stays in the log: it can quote URLs and uuids.
+    (placement_unreachable, 'Placement unreachable after 3 attempts (no answer)'),
+    (placement_400, 'Placement rejected the query (HTTP 400)'),
     (placement_auth, "Placement refused the scheduler's credentials (401)"),
 ])
 def test_the_failure_reason_names_the_stage_is_bounded_and_carries_no_secrets(
