@@ -213,10 +213,11 @@ class _Outcome:
 
 class _Retryable(Exception):
     def __init__(self, reason: str, *, transport: bool,
-                 response: requests.Response | None = None):
+                 response: requests.Response | None = None, kind: str = ''):
         super().__init__(reason)
         self.transport = transport
         self.response = response
+        self.kind = kind
 
 
 # ---------------------------------------------------------------------- client
@@ -283,7 +284,7 @@ class PlacementClient:
                    f'attempt(s); last error: {last}')
         LOG.error('%s (request %s)', message, rid)
         raise PlacementUnavailable(message, attempts=attempts_allowed, status=status,
-                                   request_id=rid)
+                                   request_id=rid, last_error=last.kind)
 
     def _attempt(self, method: str, url: str, *, headers: dict[str, str], json: Any,
                  params: Any, timeout: tuple[float, float]) -> requests.Response:
@@ -293,7 +294,10 @@ class PlacementClient:
                 url, method, headers=dict(headers), json=json, params=params, timeout=timeout,
                 raise_exc=False, connect_retries=0, status_code_retries=0)
         except (ks_exc.RetriableConnectionFailure, ks_exc.UnknownConnectionError) as exc:
-            raise _Retryable(_redact(f'{type(exc).__name__}: {exc}'), transport=True) from exc
+            kind = ('timed out' if isinstance(exc, ks_exc.ConnectTimeout)
+                    or 'timed out' in str(exc) else 'connection failed')
+            raise _Retryable(_redact(f'{type(exc).__name__}: {exc}'), transport=True,
+                             kind=kind) from exc
         except ks_exc.SSLError as exc:
             # A TLS failure is a configuration problem; retrying cannot cure it.
             raise PlacementUnavailable(_redact(f'TLS error talking to Placement: {exc}'),

@@ -22,9 +22,12 @@ class PlacementUnavailable(PlacementError):
     """Placement could not be reached or kept failing (connection, timeout, 5xx)
     after the configured retries. ``attempts`` says how many were made."""
 
-    def __init__(self, message: str, *, attempts: int, **kwargs):
+    def __init__(self, message: str, *, attempts: int, last_error: str = '', **kwargs):
         super().__init__(message, **kwargs)
         self.attempts = attempts
+        #: What the last attempt met, in words that quote nothing ('timed out',
+        #: 'connection failed'; empty for an HTTP status, which ``status`` has).
+        self.last_error = last_error
 
 
 class PlacementVersionTooOld(PlacementError):

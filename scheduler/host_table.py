@@ -350,6 +350,12 @@ class HostView(Sequence[HostState]):
         kept = [row for row in self.rows.tolist() if predicate(names[row], nodes[row])]
         return HostView(self.table, np.array(kept, dtype=np.intp))
 
+    def keep_cell(self, cell_uuid: str) -> HostView:
+        """The rows of compute nodes in cell ``cell_uuid``."""
+        cells = self.table.cells
+        kept = [row for row in self.rows.tolist() if cells[row] == cell_uuid]
+        return HostView(self.table, np.array(kept, dtype=np.intp))
+
     def labels(self) -> list[str]:
         label = self.table.label
         return [label(row) for row in self.rows.tolist()]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -344,7 +345,11 @@ class SchedulerManager:
             trace.placement_error = f'Placement refused the scheduler\'s credentials ({e.status})'
             _log_placement_failure(context, 'GET /allocation_candidates', e)
         except pexc.PlacementError as e:
-            trace.placement_error = f'Placement rejected the query ({_placement_failure(e)})'
+            # Placement's words on a rejected query are about what was asked (an
+            # unknown trait or resource class); the uuids in them are masked.
+            detail = _UUID_RE.sub('<uuid>', _short(e.detail or ''))
+            trace.placement_error = (f'Placement rejected the query ({_placement_failure(e)})'
+                                     + (f': {detail}' if detail else ''))
             _log_placement_failure(context, 'GET /allocation_candidates', e)
         raise exc.NoValidHost(reason=self._failure_reason(trace))
 
@@ -677,13 +682,17 @@ def _exclusion_steps(excluded: list[Exclusion],
     return result
 
 
+_UUID_RE = re.compile(r'[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
+                      r'[0-9a-fA-F]{12}')
+
+
 def _placement_failure(error: pexc.PlacementError) -> str:
     """What a caller may read of a Placement failure: its status and error code,
     never its text (which can quote URLs, provider or aggregate uuids)."""
     if error.status:
         parts = [f'HTTP {error.status}']
     elif isinstance(error, pexc.PlacementUnavailable):
-        parts = ['no answer']
+        parts = [error.last_error or 'no answer']
     else:
         parts = [type(error).__name__]
     if error.code:

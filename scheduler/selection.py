@@ -73,9 +73,10 @@ def prefilter_hosts(hosts: Iterable[HostState],
                     spec: RequestSpec) -> tuple[Sequence[HostState], dict[str, int]]:
     """Nova's pre-filter host restrictions (reference 4.6), with counts of removals.
 
-    A requested destination keeps only that host (and node); ``ignore_hosts``
-    removes hosts by name (case-insensitive); ``force_hosts``/``force_nodes``
-    keep only the named ones.
+    A requested destination keeps only that host (and node), and only hosts in
+    its cell unless it allows a cross-cell move (Nova's HostManager reads only
+    that cell's compute nodes); ``ignore_hosts`` removes hosts by name
+    (case-insensitive); ``force_hosts``/``force_nodes`` keep only the named ones.
     """
     kept: Sequence[HostState] = hosts if isinstance(hosts, HostView) else list(hosts)
     removed: dict[str, int] = {}
@@ -91,6 +92,12 @@ def prefilter_hosts(hosts: Iterable[HostState],
             removed[why] = removed.get(why, 0) + before - len(kept)
 
     dest = spec.requested_destination
+    if dest is not None and dest.cell is not None and not dest.allow_cross_cell_move:
+        before = len(kept)
+        kept = (kept.keep_cell(dest.cell.uuid) if isinstance(kept, HostView)
+                else [h for h in kept if h.cell_uuid == dest.cell.uuid])
+        if len(kept) != before:
+            removed['not in the requested cell'] = before - len(kept)
     if dest is not None and dest.host:
         keep(lambda host, node: host == dest.host and (not dest.node or node == dest.node),
              'not the requested destination')

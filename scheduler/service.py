@@ -69,7 +69,8 @@ class SchedulerService:
         self.nova_sync = nova_sync_from_conf(conf, self.catalog)
         # NUMA topologies and PCI pools from Nova's cell databases (None: off).
         self.cell_db_sync = cell_db_sync_from_conf(conf, self.catalog)
-        self.resolver = host_resolver(conf, self.catalog, self.nova_sync, self.cell_db_sync)
+        # The cell databases first: they also say which cell a node is in.
+        self.resolver = host_resolver(conf, self.catalog, self.cell_db_sync, self.nova_sync)
         filters = plugins.load_filters(conf)
         weighers = plugins.load_weighers(conf)
         request_filters = load_request_filters(conf.scheduler.request_filters)

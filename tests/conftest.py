@@ -2,6 +2,7 @@
 import os
 
 from tests.fixtures.cell_databases import cell_db, mariadb_cell, postgres_cell  # noqa: F401,E402
+from tests.fixtures.fake_nova import fake_nova  # noqa: F401,E402
 from tests.fixtures.placement import (  # noqa: F401 - pytest finds fixtures by name
     embedded_placement,
     placement,

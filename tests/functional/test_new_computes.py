@@ -18,15 +18,8 @@ from tests.fixtures.cell_databases import ComputeNodeRow
 from tests.fixtures.fake_nova import FakeNova
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
 
-NOVA_TOKEN = 'new-computes-token'
 OTHER_CELL = 'c0ffee00-0000-4000-8000-00000000ce11'
 
-
-@pytest.fixture
-def fake_nova():
-    nova = FakeNova(token=NOVA_TOKEN).start()
-    yield nova
-    nova.stop()
 
 
 @pytest.fixture
@@ -110,3 +103,15 @@ def test_a_compute_read_from_its_cell_database_is_scheduled_in_that_cell(
 
     assert (chosen.service_host, chosen.nodename, chosen.cell_uuid) == (
         'node-9', 'node-9.example.org', OTHER_CELL)
+
+
+def test_with_both_sources_a_new_compute_gets_its_cell_from_its_cell_database(
+        placement_client, fake_nova, cell_db, start):
+    service, client = start(nova=fake_nova, cells=[f'{OTHER_CELL}={cell_db.reader_url}'])
+    node = add_host(placement_client, 'node-5.example.org')
+    fake_nova.hypervisors = [samples.hypervisor(node, 'node-5.example.org', 'node-5')]
+    cell_db.insert([ComputeNodeRow(uuid=node, nodename='node-5.example.org', host='node-5')])
+
+    chosen = select(client)
+
+    assert (chosen.service_host, chosen.cell_uuid) == ('node-5', OTHER_CELL)

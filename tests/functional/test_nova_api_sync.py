@@ -12,18 +12,11 @@ from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.service import SchedulerService
 from tests.fixtures import nova_api_samples as samples
-from tests.fixtures.fake_nova import FakeNova
+from tests.fixtures.fake_nova import TOKEN
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
 
-NOVA_TOKEN = 'gAAAAA-nova-sync-secret-token-5d1e'
 AZ_AGGREGATE = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'aggregate:london'))
 
-
-@pytest.fixture
-def fake_nova():
-    nova = FakeNova(token=NOVA_TOKEN).start()
-    yield nova
-    nova.stop()
 
 
 @pytest.fixture
@@ -75,8 +68,8 @@ def test_a_started_scheduler_knows_nova_s_zones_and_disabled_hosts_before_any_ca
     # All three pages of hypervisors (page size 2) at 2.87, with the planted token.
     assert fake_nova.requests.count('/v2.1/os-hypervisors/detail') == 2
     assert fake_nova.microversions_seen == {'compute 2.87'}
-    assert set(fake_nova.tokens_seen) == {NOVA_TOKEN}
-    assert NOVA_TOKEN not in caplog.text
+    assert set(fake_nova.tokens_seen) == {TOKEN}
+    assert TOKEN not in caplog.text
 
 
 def test_a_failing_compute_api_keeps_the_last_good_data_until_it_answers_again(
@@ -96,4 +89,4 @@ def test_a_failing_compute_api_keeps_the_last_good_data_until_it_answers_again(
     fake_nova.services[-1] = samples.compute_service('disabled-host')
     assert sync.sync_once() is True
     assert select(client, boot_spec()) == 'disabled-host'
-    assert NOVA_TOKEN not in caplog.text
+    assert TOKEN not in caplog.text

@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     failed = [r for r in rows if 'error' in r or r['unexplained']]
+    # One closing line a CI reader can count: tests that pass with this service,
+    # and tests that pass with Nova only without a documented reason.
+    print(f'nova-functional: {sum(r.get("passed_ours", 0) for r in rows)} passed, '
+          f'{sum(len(r.get("unexplained", ())) for r in rows)} failed')
     if args.check and failed:
         print('FAILED: tests that pass with nova-scheduler fail with this service '
               '(or a runner failed); see above')

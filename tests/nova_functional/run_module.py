@@ -88,20 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('modules', nargs='+')
     args = parser.parse_args(argv)
 
-    _prepare(args.side)
-    loader = unittest.TestLoader()
-    suite = unittest.TestSuite()
-    for module in args.modules:
-        suite.addTests(loader.loadTestsFromName(module))
-    if args.filter:
-        suite = unittest.TestSuite(t for t in _flatten(suite) if args.filter in t.id())
     with open(args.log, 'w') as log:
-        # Nova's fixtures capture logging per test; what escapes goes to the log file.
+        # Nova's fixtures capture logging per test; what escapes (imports, service
+        # start-up) goes to the log file.
         sys.stdout.flush()
         saved = os.dup(1), os.dup(2)
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
+            _prepare(args.side)
+            loader = unittest.TestLoader()
+            suite = unittest.TestSuite()
+            for module in args.modules:
+                suite.addTests(loader.loadTestsFromName(module))
+            if args.filter:
+                suite = unittest.TestSuite(t for t in _flatten(suite) if args.filter in t.id())
             runner = unittest.TextTestRunner(stream=log, verbosity=2,
                                              resultclass=_Recorder)
             result = runner.run(suite)

@@ -516,7 +516,8 @@ def placement_auth(fake):
                     '(capacity exceeded: 2)'),
     # Placement's own text stays in the log: it can quote URLs and uuids.
     (placement_unreachable, 'Placement unreachable after 3 attempts (no answer)'),
-    (placement_400, 'Placement rejected the query (HTTP 400)'),
+    (placement_400, 'Placement rejected the query (HTTP 400): Invalid query string '
+                    'parameters: '),
     (placement_auth, "Placement refused the scheduler's credentials (401)"),
 ])
 def test_the_failure_reason_names_the_stage_is_bounded_and_carries_no_secrets(
@@ -535,6 +536,20 @@ def test_the_failure_reason_names_the_stage_is_bounded_and_carries_no_secrets(
     assert not any(name in reason for name in HOSTS)
     assert TOKEN not in reason and TOKEN not in str(failure.value)
     assert instance_free(fake)
+
+
+def test_uuids_in_placements_words_on_a_rejected_query_are_masked(fake, make_manager):
+    for name in HOSTS:
+        fake.add_compute(name)
+    aggregate = '6a8f0b1e-3c2d-4e5f-8a9b-0c1d2e3f4a5b'
+    fake.script('get_allocation_candidates', pexc.BadRequest(
+        'bad', status=400, detail=f'Invalid member_of: aggregate {aggregate} is unknown'))
+
+    with pytest.raises(exc.NoValidHost) as failure:
+        select(make_manager(), spec(), uuids(1))
+
+    assert failure.value.reason == ('Placement rejected the query (HTTP 400): Invalid '
+                                    'member_of: aggregate <uuid> is unknown')
 
 
 def instance_free(fake) -> bool:

@@ -5,11 +5,15 @@ import random
 
 import pytest
 
-from placement_client.models import AllocationRequest
-from scheduler.objects.spec import Destination
+from placement_client.models import AllocationRequest, Candidates, ProviderSummary, ResourceUsage
+from scheduler.catalog import HostCatalog
+from scheduler.catalog.hosts_file import HostsFileContent
+from scheduler.host_state import HostRecord
+from scheduler.host_table import HostTable
+from scheduler.objects.spec import CellMapping, Destination
 from scheduler.selection import first_fitting, order_hosts, pick_alternates, prefilter_hosts
 from scheduler.weights.base import WeighedHost
-from tests.unit.builders import make_host, make_spec, uuid_for
+from tests.unit.builders import CELL_UUID, make_host, make_spec, uuid_for
 
 OTHER_CELL = '00000000-0000-4000-8000-0000000000c2'
 
@@ -128,6 +132,39 @@ def test_a_requested_destination_with_a_node_keeps_only_that_node(hosts):
 
     assert nodes(kept) == ['cn1-b']
     assert removed == {'not the requested destination': 3}
+
+
+OTHER_CELL = '5c8e2f4a-1b3d-4e6f-9a0b-1c2d3e4f5a6b'
+
+
+def in_cells(cells: dict[str, str], *, columns: bool):
+    """Hosts named after ``cells``' keys in their cells, as objects or as a host table."""
+    if not columns:
+        return [make_host(name, cell_uuid=cell) for name, cell in cells.items()]
+    summaries = {uuid_for(n): ProviderSummary(uuid_for(n), uuid_for(n), None,
+                                              {'VCPU': ResourceUsage(8, 0)}, frozenset())
+                 for n in cells}
+    requests = tuple(AllocationRequest({uuid_for(n): {'VCPU': 1}}) for n in cells)
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    catalog.load_content(HostsFileContent(hosts=tuple(
+        HostRecord(nodename=n, service_host=n, cell_uuid=c, provider_uuid=uuid_for(n))
+        for n, c in cells.items())), 'test')
+    return HostTable(Candidates(requests, summaries, '1.36'), catalog).view()
+
+
+@pytest.mark.parametrize('columns', [False, True], ids=['per-host', 'host-table'])
+def test_a_destination_in_a_cell_keeps_that_cell_unless_a_cross_cell_move_is_allowed(columns):
+    hosts = in_cells({'cn1': CELL_UUID, 'cn2': OTHER_CELL, 'cn3': CELL_UUID}, columns=columns)
+    cell = CellMapping(uuid=OTHER_CELL, name='cell2')
+
+    kept, removed = prefilter_hosts(hosts, make_spec(
+        requested_destination=Destination(cell=cell)))
+    anywhere, nothing = prefilter_hosts(hosts, make_spec(
+        requested_destination=Destination(cell=cell, allow_cross_cell_move=True)))
+
+    assert [h.host for h in kept] == ['cn2']
+    assert removed == {'not in the requested cell': 2}
+    assert [h.host for h in anywhere] == ['cn1', 'cn2', 'cn3'] and nothing == {}
 
 
 def test_a_destination_without_a_host_restricts_nothing(hosts):

@@ -1,0 +1,63 @@
+"""What `tox -e nova-functional` counts on, checked without Nova installed.
+
+Every Nova functional test that may pass with nova-scheduler and fail with this service
+is documented, with the line of Nova's test that reaches into nova-scheduler's code, in
+doc/nova-compatibility.md, and names a test of ours that proves the same behaviour.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tests.nova_functional.__main__ import print_table, summarise
+from tests.nova_functional.known_differences import KNOWN_DIFFERENCES
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOC = (ROOT / 'doc' / 'nova-compatibility.md').read_text()
+PREFIX = 'nova.tests.functional.'
+
+
+@pytest.mark.parametrize('test_id', sorted(KNOWN_DIFFERENCES))
+def test_each_documented_difference_is_in_the_compatibility_doc_with_its_line(test_id):
+    difference = KNOWN_DIFFERENCES[test_id]
+    method = test_id.rsplit('.', 1)[1]
+
+    assert method in DOC
+    assert difference.where in DOC
+
+
+@pytest.mark.parametrize('test_id', sorted(KNOWN_DIFFERENCES))
+def test_each_documented_difference_names_a_test_of_ours_that_exists(test_id):
+    for proof in KNOWN_DIFFERENCES[test_id].proven_by.split(';'):
+        path, _, name = proof.strip().partition('::')
+        source = (ROOT / path).read_text()
+        assert not name or f'def {name}(' in source, proof
+
+
+def outcome(result):
+    return {'outcome': result, 'seconds': 1.0, 'detail': 'AssertionError: boom'}
+
+
+def test_a_test_that_passes_with_nova_only_is_named_and_counts_unless_documented(capsys):
+    documented = next(iter(KNOWN_DIFFERENCES))
+    nova = {f'{PREFIX}m.T.test_a': outcome('pass'), f'{PREFIX}m.T.test_b': outcome('pass'),
+            documented: outcome('pass'), f'{PREFIX}m.T.test_c': outcome('fail')}
+    ours = {f'{PREFIX}m.T.test_a': outcome('pass'), f'{PREFIX}m.T.test_b': outcome('fail'),
+            documented: outcome('fail'), f'{PREFIX}m.T.test_c': outcome('pass')}
+
+    row = summarise(f'{PREFIX}m', {'nova': nova, 'ours': ours})
+
+    assert (row['tests'], row['passed_nova'], row['passed_ours']) == (4, 3, 2)
+    assert row['unexplained'] == [f'{PREFIX}m.T.test_b']
+    assert row['only_ours'] == [f'{PREFIX}m.T.test_c']
+    print_table([row])
+    printed = capsys.readouterr().out
+    assert 'FAILS       m.T.test_b: AssertionError: boom' in printed
+    assert 'documented' in printed
+
+
+def test_a_side_whose_runner_died_is_a_failure_not_a_pass():
+    row = summarise(f'{PREFIX}m', {'nova': {'error': 'runner exited 1'}, 'ours': {}})
+
+    assert row == {'module': f'{PREFIX}m', 'error': 'runner exited 1'}
