@@ -426,6 +426,18 @@ class PlacementClient:
             for rp in _json(response)['resource_providers']
         ]
 
+    def get_provider_aggregates(self, provider_uuid: str, *,
+                                request_id: str | None = None) -> list[str]:
+        """The aggregate uuids of a provider; [] for an unknown provider."""
+        url = f'/resource_providers/{provider_uuid}/aggregates'
+        response = self.request('GET', url, microversion=MIN_MICROVERSION,
+                                request_id=request_id)
+        if response.status_code == 404:
+            return []
+        if response.status_code != 200:
+            raise error_from_response(response, method='GET', url=url)
+        return [str(a) for a in _json(response)['aggregates']]
+
     def get_provider_summaries(self, root_uuid: str, *,
                                request_id: str | None = None) -> dict[str, ProviderSummary]:
         """Summaries of every provider in the tree rooted at ``root_uuid``, as

@@ -75,13 +75,16 @@ class SchedulerManager:
                  request_filters, cleanups: claims_mod.PendingCleanups | None = None,
                  release: DeferredRelease | None = None,
                  rng: random.Random | None = None,
-                 resolver: HostResolver | None = None):
+                 resolver: HostResolver | None = None,
+                 request_filter_sources=None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
         self.filters = filters
         self.weighers = weighers
         self.request_filters = request_filters
+        # What request filters read: the catalog, or it and Neutron (routed networks).
+        self.request_filter_sources = request_filter_sources or catalog
         # Without one (tests, explain): provider names stand in for unknown hosts.
         self.resolver = resolver or HostResolver(catalog.unresolved_providers, (),
                                                  exclude_unresolved=False)
@@ -186,7 +189,8 @@ class SchedulerManager:
         try:
             with metrics.stage('request_filters'):
                 trace.request_filters = run_request_filters(self.request_filters, spec,
-                                                            self.catalog, self.conf)
+                                                            self.request_filter_sources,
+                                                            self.conf)
         except exc.RequestFilterFailed as e:
             raise exc.NoValidHost(reason=f'Scheduling failed: {e}') from e
         in_tree, multi_node = self._resolve_destination(context, spec)

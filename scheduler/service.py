@@ -14,12 +14,14 @@ from scheduler import exceptions as exc
 from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import cell_db_sync_from_conf
+from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
 from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
 from scheduler.request.filters import load_request_filters
+from scheduler.request.routed_networks import RoutedNetworkSources
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
 from scheduler.rpc.serializer import ContextSerializer
 from scheduler.rpc.transport import get_transport
@@ -76,12 +78,17 @@ class SchedulerService:
         request_filters = load_request_filters(conf.scheduler.request_filters)
         self.placement = placement_client or PlacementClient.from_conf(conf)
         self._check_placement()
+        # Segments of routed networks from Neutron, when [neutron] is configured.
+        neutron = neutron_from_conf(conf)
+        filter_sources = (RoutedNetworkSources(self.catalog, neutron, self.placement)
+                          if neutron is not None else self.catalog)
         self.cleanups = PendingCleanups(self.placement,
                                         interval=conf.scheduler.cleanup_retry_interval)
         self.manager = SchedulerManager(conf, placement=self.placement, catalog=self.catalog,
                                         filters=filters, weighers=weighers,
                                         request_filters=request_filters, cleanups=self.cleanups,
-                                        resolver=self.resolver)
+                                        resolver=self.resolver,
+                                        request_filter_sources=filter_sources)
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

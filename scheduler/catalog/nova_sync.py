@@ -18,16 +18,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
-from keystoneauth1 import token_endpoint
 from oslo_config import cfg
 
 from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
 from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot
 from scheduler.catalog.periodic import PeriodicSync
+from scheduler.conf.ksa import load_adapter
 from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
 from scheduler.exceptions import ConfigurationError
 
@@ -214,7 +212,7 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync 
         LOG.info('[%s] sync_interval is 0: compute API sync is off', GROUP)
         return None
     check_microversion(opts.microversion)
-    reader = NovaComputeReader(_load_adapter(conf), microversion=opts.microversion,
+    reader = NovaComputeReader(load_adapter(conf, GROUP), microversion=opts.microversion,
                                connect_timeout=opts.connect_timeout,
                                read_timeout=opts.read_timeout,
                                page_size=opts.hypervisor_page_size)
@@ -222,18 +220,3 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync 
              opts.microversion)
     return NovaSync(catalog, reader, interval=opts.sync_interval)
 
-
-def _load_adapter(conf: cfg.ConfigOpts) -> ks_adapter.Adapter:
-    try:
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-    except (ks_exc.ClientException, cfg.Error) as e:
-        raise ConfigurationError(f'[{GROUP}] auth plugin cannot be loaded: {e}') from e
-    if isinstance(auth, token_endpoint.Token) and not auth.token:
-        raise ConfigurationError(f'[{GROUP}] auth_type = admin_token needs [{GROUP}] token')
-    try:
-        session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
-        return ks_loading.load_adapter_from_conf_options(
-            conf, GROUP, session=session, auth=auth, raise_exc=False,
-            client_name='placement-scheduler')
-    except (TypeError, ValueError, ks_exc.ClientException) as e:
-        raise ConfigurationError(f'[{GROUP}] invalid session/adapter options: {e}') from e

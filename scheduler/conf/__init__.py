@@ -20,6 +20,7 @@ from scheduler.conf import (
     cell_database,
     filter_scheduler,
     metrics,
+    neutron,
     notifications,
     nova,
     opts,
@@ -44,6 +45,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     metrics.register_opts(conf)
     placement.register_opts(conf)
     nova.register_opts(conf)
+    neutron.register_opts(conf)
     pci.register_opts(conf)
     cell_database.register_opts(conf)
     notifications.register_opts(conf)

@@ -1,11 +1,17 @@
-"""keystoneauth1 option groups (``[placement]``, ``[nova]``), registered the way Nova does."""
+"""keystoneauth1 option groups (``[placement]``, ``[nova]``, ``[neutron]``), registered and
+loaded the way Nova does."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import token_endpoint
 from oslo_config import cfg
+
+from scheduler.exceptions import ConfigurationError
 
 
 def register_ksa_group(conf: cfg.ConfigOpts, group: cfg.OptGroup, own_opts: Sequence[cfg.Opt],
@@ -39,3 +45,20 @@ def list_ksa_opts(group: cfg.OptGroup, own_opts: Sequence[cfg.Opt],
             + adapter_opts
         )
     }
+
+
+def load_adapter(conf: cfg.ConfigOpts, group: str) -> ks_adapter.Adapter:
+    """The keystoneauth1 Adapter ``[group]`` describes; ConfigurationError if it cannot load."""
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, group)
+    except (ks_exc.ClientException, cfg.Error) as e:
+        raise ConfigurationError(f'[{group}] auth plugin cannot be loaded: {e}') from e
+    if isinstance(auth, token_endpoint.Token) and not auth.token:
+        raise ConfigurationError(f'[{group}] auth_type = admin_token needs [{group}] token')
+    try:
+        session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+        return ks_loading.load_adapter_from_conf_options(
+            conf, group, session=session, auth=auth, raise_exc=False,
+            client_name='placement-scheduler')
+    except (TypeError, ValueError, ks_exc.ClientException) as e:
+        raise ConfigurationError(f'[{group}] invalid session/adapter options: {e}') from e

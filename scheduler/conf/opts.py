@@ -14,6 +14,7 @@ from scheduler.conf import (
     cell_database,
     filter_scheduler,
     metrics,
+    neutron,
     notifications,
     nova,
     pci,
@@ -26,8 +27,8 @@ from scheduler.conf import (
 # Nova's exchange: conductor sends to "nova", not oslo.messaging's "openstack".
 CONTROL_EXCHANGE = 'nova'
 
-_MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, pci, cell_database,
-            notifications, workarounds)
+_MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, neutron, pci,
+            cell_database, notifications, workarounds)
 
 
 def set_defaults() -> None:

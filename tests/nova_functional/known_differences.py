@@ -1,8 +1,9 @@
 """Nova functional tests that cannot pass with any scheduler but nova-scheduler's own code.
 
 Each reaches into nova-scheduler's modules (mocks or inspects
-``nova.scheduler.manager``, ``host_manager``, ``filters``, ``weights`` or
-``utils``), which do not run when this service is the scheduler. Each is listed
+``nova.scheduler.manager``, ``host_manager``, ``filters``, ``weights``,
+``utils`` or the report client the scheduler queries Placement with), which
+do not run when this service is the scheduler. Each is listed
 in doc/nova-compatibility.md with the line that does it, and the behaviour it
 checks is proven by a test of ours named here.
 """
@@ -40,6 +41,13 @@ _LATE_AFFINITY = {
 KNOWN_DIFFERENCES: dict[str, KnownDifference] = {
     **{f'{_F}test_server_group.{cls}.test_failed_count_with_{policy}_violation': difference
        for cls in _SERVER_GROUP_CLASSES for policy, difference in _LATE_AFFINITY.items()},
+    _F + 'test_routed_networks.RoutedNetworkTests'
+         '.test_boot_with_immediate_port_fails_due_to_config': KnownDifference(
+        where='test_routed_networks.py:509',
+        summary='mocks nova.scheduler.client.report.SchedulerReportClient'
+                '._get_provider_aggregates to hide the segment\'s aggregate',
+        proven_by='tests/unit/test_request_filters_aggregates.py::test_a_port_on_a_subnet_'
+                  'whose_segment_has_no_aggregate_says_which_subnet'),
     _F + 'test_aggregates.TestAggregateMultiTenancyIsolationFilter'
          '.test_aggregate_multitenancy_isolation_filter': KnownDifference(
         where='test_aggregates.py:972',

@@ -12,6 +12,8 @@ would:
   noauth2, token ``admin``);
 * ``[nova]`` points at the test's compute API (``OSAPIFixture``) behind a
   stand-in for Keystone (:func:`_keystone_emulation`);
+* ``[neutron]`` points at Neutron's API as the test's ``NeutronFixture`` would
+  answer it (:func:`_neutron_api`: Nova reads that fixture in-process);
 * ``[cell_database]`` reads the test's cell databases (file-backed SQLite in
   Nova's threading mode), each value naming its cell;
 * the values of Nova's ``[scheduler]``, ``[filter_scheduler]``, ``[workarounds]``
@@ -29,7 +31,6 @@ import os
 import pathlib
 import tempfile
 import textwrap
-import threading
 from typing import Any
 
 LOG = logging.getLogger(__name__)
@@ -42,13 +43,17 @@ SCHEDULER_TOKEN = 'scheduler-service-token'
 _KEYSTONE_IDENTITY = {'HTTP_X_AUTH_USER': 'admin', 'HTTP_X_AUTH_PROJECT_ID': 'service',
                       'HTTP_X_ROLES': 'admin,member,reader'}
 _API_HOST = 'nova-api.harness-keystone'
+_NEUTRON_HOST = 'neutron.harness-keystone'
 
 
-class _TestWiring(threading.local):
-    """What the current test's fixtures set up, found as they set it up."""
+class _TestWiring:
+    """What the current test's fixtures set up, found as they set it up (one test runs
+    at a time in a process; the service reads it from its own threads)."""
 
     placement_endpoint: str | None = None
     api_app: Any = None
+    #: The test's latest NeutronFixture (tests replace the base one after start).
+    neutron: Any = None
     cell_database_urls: dict[str, str]
 
     def __init__(self) -> None:
@@ -139,6 +144,16 @@ def install_swap() -> None:
 
     nova_fixtures.OSAPIFixture.setUp = api_setup
 
+    original_neutron_setup = nova_fixtures.NeutronFixture.setUp
+
+    def neutron_setup(fixture: Any) -> None:
+        original_neutron_setup(fixture)
+        _WIRING.neutron = fixture
+
+    nova_fixtures.NeutronFixture.setUp = neutron_setup
+    neutron = interceptor.RequestsInterceptor(lambda: _neutron_api, host=_NEUTRON_HOST, port=80)
+    neutron.install_intercept()
+
     original_add_cell = nova_fixtures.CellDatabases.add_cell_database
 
     def add_cell_database(fixture: Any, connection_str: str, default: bool = False) -> None:
@@ -157,6 +172,7 @@ def install_swap() -> None:
     def setup(test: Any) -> None:
         _WIRING.placement_endpoint = None
         _WIRING.api_app = None
+        _WIRING.neutron = None
         _WIRING.cell_database_urls = {}
         test._placement_scheduler = None
         original_setup(test)
@@ -199,6 +215,38 @@ def _keystone_emulation(app: Any) -> Any:
             environ = {**environ, **_KEYSTONE_IDENTITY}
         return app(environ, start_response)
     return keystone
+
+
+def _neutron_api(environ: dict, start_response: Any) -> Any:
+    """Neutron's API for the GETs the routed networks filter sends, answered from the
+    test's NeutronFixture (Nova's stand-in for Neutron, which Nova reads in-process)."""
+    import json
+    from urllib.parse import parse_qs
+
+    def answer(status: str, body: Any) -> list[bytes]:
+        start_response(status, [('Content-Type', 'application/json')])
+        return [json.dumps(body).encode()]
+
+    if environ.get('HTTP_X_AUTH_TOKEN') != SCHEDULER_TOKEN:
+        return answer('401 Unauthorized', {'error': 'no token Keystone knows'})
+    fixture = _WIRING.neutron
+    path = environ.get('PATH_INFO', '').rstrip('/')
+    query = {k: v[0] for k, v in parse_qs(environ.get('QUERY_STRING', '')).items()}
+    if fixture is None or environ.get('REQUEST_METHOD') != 'GET':
+        return answer('503 Service Unavailable', {'error': 'no Neutron in this test'})
+    try:
+        if path == '/v2.0/extensions':
+            return answer('200 OK', fixture.list_extensions())
+        if path.startswith('/v2.0/ports/'):
+            return answer('200 OK', fixture.show_port(path.rsplit('/', 1)[1]))
+        if path.startswith('/v2.0/subnets/'):
+            return answer('200 OK', fixture.show_subnet(path.rsplit('/', 1)[1]))
+        if path == '/v2.0/subnets':
+            params = {'network_id': query['network_id']} if 'network_id' in query else {}
+            return answer('200 OK', fixture.list_subnets(**params))
+    except Exception as e:  # noqa: BLE001 - the fixture's "not found" exceptions
+        return answer('404 Not Found', {'NeutronError': {'message': str(e)}})
+    return answer('404 Not Found', {'NeutronError': {'message': f'no route {path}'}})
 
 
 class SwappedScheduler:
@@ -257,6 +305,12 @@ class SwappedScheduler:
                 endpoint = http://{_API_HOST}:80/v2.1
                 sync_interval = 60
                 """)
+        neutron_section = textwrap.dedent(f"""\
+            [neutron]
+            auth_type = admin_token
+            token = {SCHEDULER_TOKEN}
+            endpoint = http://{_NEUTRON_HOST}:80
+            """)
         cell_lines = ''.join(f'connections = {c}\n' for c in cells)
         cell_section = (f'[cell_database]\n{cell_lines}sync_interval = 60\n'
                         if cells else '')
@@ -277,7 +331,7 @@ class SwappedScheduler:
             max_retries = 1
             retry_backoff = 0.01
 
-            """) + nova_section + '\n' + cell_section
+            """) + nova_section + '\n' + neutron_section + '\n' + cell_section
         path = os.path.join(self._dir, 'scheduler.conf')
         with open(path, 'w') as f:
             f.write(text)

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 import pytest
 
 from scheduler.catalog.catalog import HostCatalog
+from scheduler.catalog.neutron import NeutronError, PortSegments
 from scheduler.exceptions import RequestFilterFailed
 from scheduler.objects.spec import Destination, Flavor, ImageMeta, ImageMetaProps, RequestSpec
 from scheduler.request.aggregate_filters import isolate_aggregates, require_tenant_aggregate
-from scheduler.request.routed_networks import routed_networks_filter
+from scheduler.request.routed_networks import RoutedNetworkSources, routed_networks_filter
 from scheduler.request.translate import build_query
 from tests.unit.builders import make_aggregate, make_conf
 
@@ -183,6 +184,10 @@ class SegmentAwareCatalog(HostCatalog):
     def network_segments(self, network_id: str) -> list[str]:
         return self.segments.get(network_id, [])
 
+    def port_segments(self, port_id: str) -> PortSegments:
+        # A port is named after the network it is on here, with no fixed IP.
+        return PortSegments(port_id, None, tuple(self.segments.get(port_id, [])))
+
 
 def test_routed_networks_are_off_by_default() -> None:
     s = spec(requested_networks=[{'network_id': NETWORK}])
@@ -239,6 +244,73 @@ def test_a_segment_without_its_aggregate_fails_the_request_naming_the_segment() 
     c = SegmentAwareCatalog({NETWORK: [SEGMENT_A, SEGMENT_B]})
     c.update_aggregates([SEGMENT_A_AGG])
 
-    with pytest.raises(RequestFilterFailed, match=f'Aggregates not found for the segment '
-                                                  f'{SEGMENT_B}'):
+    with pytest.raises(RequestFilterFailed, match=f'Aggregates not found for the network '
+                                                  f'{NETWORK} .*segment {SEGMENT_B}'):
         routed_networks_filter(spec(requested_networks=[{'network_id': NETWORK}]), c, ROUTED)
+
+
+SUBNET = 'b1b2b3b4-c5c6-4d7d-8e8e-f9f9f9f9f9f9'
+
+
+class Neutron:
+    """What NeutronNetworks answers: networks' segments, ports' network and segment."""
+
+    def __init__(self, networks: dict[str, list[str]], ports: dict[str, PortSegments],
+                 down: bool = False):
+        self.networks, self.ports, self.down = networks, ports, down
+
+    def network_segments(self, network_id):
+        if self.down:
+            raise NeutronError('GET /v2.0/subnets: ConnectFailure')
+        return self.networks.get(network_id, [])
+
+    def port_segments(self, port_id):
+        return self.ports[port_id]
+
+
+class Placement:
+    def __init__(self, aggregates: dict[str, list[str]]):
+        self.aggregates = aggregates
+
+    def get_provider_aggregates(self, provider_uuid):
+        return self.aggregates.get(provider_uuid, [])
+
+
+def test_with_neutron_a_port_s_fixed_ip_segment_gets_the_aggregates_placement_names():
+    sources = RoutedNetworkSources(
+        catalog(), Neutron({NETWORK: [SEGMENT_A, SEGMENT_B]},
+                           {PORT: PortSegments(NETWORK, SUBNET, (SEGMENT_B,))}),
+        Placement({SEGMENT_A: ['agg-a'], SEGMENT_B: ['agg-b1', 'agg-b2']}))
+    s = spec(requested_networks=[{'port_id': PORT}, {'network_id': NETWORK}])
+
+    assert routed_networks_filter(s, sources, ROUTED) is True
+
+    assert s.requested_destination.aggregates == ['agg-b1,agg-b2', 'agg-a,agg-b1,agg-b2']
+
+
+def test_a_segment_placement_knows_no_aggregate_of_fails_naming_the_segment():
+    sources = RoutedNetworkSources(catalog(), Neutron({NETWORK: [SEGMENT_A]}, {}),
+                                   Placement({}))
+
+    with pytest.raises(RequestFilterFailed,
+                       match=f'Aggregates not found for the network {NETWORK} .*Failed to find '
+                             f'aggregate related to segment {SEGMENT_A}'):
+        routed_networks_filter(spec(requested_networks=[{'network_id': NETWORK}]), sources,
+                               ROUTED)
+
+
+def test_neutron_unreachable_fails_the_request_instead_of_passing_every_host():
+    sources = RoutedNetworkSources(catalog(), Neutron({}, {}, down=True), Placement({}))
+
+    with pytest.raises(RequestFilterFailed, match=f'segment IDs for network {NETWORK}'):
+        routed_networks_filter(spec(requested_networks=[{'network_id': NETWORK}]), sources,
+                               ROUTED)
+
+
+def test_a_port_on_a_subnet_whose_segment_has_no_aggregate_says_which_subnet():
+    sources = RoutedNetworkSources(
+        catalog(), Neutron({}, {PORT: PortSegments(NETWORK, SUBNET, (SEGMENT_A,))}),
+        Placement({}))
+
+    with pytest.raises(RequestFilterFailed, match=f'Aggregates not found for the subnet {SUBNET}'):
+        routed_networks_filter(spec(requested_networks=[{'port_id': PORT}]), sources, ROUTED)
