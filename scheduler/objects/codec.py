@@ -66,6 +66,8 @@ SCHEDULER_LIMITS_VERSION = '1.0'
 
 # Every object we read is at major version 1 except these (object_schemas.json).
 _MAJOR_VERSIONS = {'Instance': 2, 'InstanceList': 2}
+#: nova.virt.hardware.MEMPAGES_ANY: the smallest of Nova's symbolic page sizes (-1..-3).
+_PAGES_ANY = -3
 _MAX_DEPTH_CEILING = 256  # keeps the decoders' recursion far below Python's limit
 _MAX_INT64 = 2**63 - 1
 _MAX_REASON = 300
@@ -837,7 +839,10 @@ class _Decoder:
         self.take(data, 'pcpuset', path, cpus, default=None)
         self.take(data, 'cpuset_reserved', path, cpus, default=None, nullable=True)
         self.take(data, 'memory', path, self.amount, default=None)
-        self.take(data, 'pagesize', path, self.amount, default=None, nullable=True)
+        # KiB, or Nova's symbolic sizes: -1 small, -2 large, -3 any (hw:mem_page_size).
+        self.take(data, 'pagesize', path,
+                  lambda v, p: self.integer(v, p, _PAGES_ANY, self.lim.max_amount),
+                  default=None, nullable=True)
         for key in ('cpu_policy', 'cpu_thread_policy'):
             self.take(data, key, path, self.string, default=None, nullable=True)
         self.take(data, 'cpu_pinning_raw', path, lambda v, p: self.dict_of(v, p, self.amount),

@@ -56,3 +56,42 @@ KNOWN_DIFFERENCES: dict[str, KnownDifference] = {
         proven_by='tests/unit/test_filters_aggregate_isolation.py::test_aggregate_multi_'
                   'tenancy_isolation'),
 }
+
+#: Whole test classes whose setUp reaches into nova-scheduler: every test of the class (and
+#: of its subclasses, listed) is a documented difference. Keyed by ``module.Class``.
+_NUMA_SETUP = KnownDifference(
+    where='libvirt/test_numa_servers.py:46',
+    summary='setUp reads self.scheduler.manager.host_manager.filter_cls_map and wraps '
+            'nova.scheduler.filters.numa_topology_filter.NUMATopologyFilter.host_passes '
+            'in a mock the tests count calls of',
+    proven_by='tests/functional/test_numa_pci_filters.py::test_a_two_node_guest_lands_only_'
+              'on_the_host_whose_topology_fits; tests/unit/test_filters_numa_topology.py')
+_PCI_SETUP = KnownDifference(
+    where='libvirt/test_pci_sriov_servers.py:113',
+    summary='setUp (_PCIServersTestBase) reads self.scheduler.manager.host_manager'
+            '.filter_cls_map and wraps nova.scheduler.filters.pci_passthrough_filter'
+            '.PciPassthroughFilter.host_passes in a mock the tests count calls of',
+    proven_by='tests/functional/test_numa_pci_filters.py::test_pci_devices_from_the_hosts_'
+              'file_pools_go_to_the_host_that_has_them; '
+              'tests/unit/test_filters_pci_passthrough.py')
+
+KNOWN_CLASSES: dict[str, KnownDifference] = {
+    **{f'{_F}libvirt.test_numa_servers.{cls}': _NUMA_SETUP for cls in (
+        'NUMAServersTest', 'NUMAServerTestWithCountingQuotaFromPlacement',
+        'NUMAServersRebuildTests', 'NUMAServersWithNetworksTest', 'ReshapeForPCPUsTest')},
+    **{f'{_F}libvirt.test_pci_sriov_servers.{cls}': _PCI_SETUP for cls in (
+        'PCIResourceRequestReschedulingTest', 'PCIServersTest',
+        'PCIServersWithPortNUMAPoliciesTest', 'PCIServersWithPreferredNUMATest',
+        'PCIServersWithRequiredNUMATest', 'PCIServersWithSRIOVAffinityPoliciesTest',
+        'RemoteManagedServersTest', 'SRIOVAttachDetachTest', 'SRIOVServersTest',
+        'TestPackNUMACellsWithPCIDevices', 'VDPAServersTest')},
+    **{f'{_F}libvirt.test_pci_in_placement.{cls}': _PCI_SETUP for cls in (
+        'PlacementPCIReportingTests', 'PlacementPCIInventoryReportingTests',
+        'PlacementPCIAllocationHealingTests', 'SimpleRCAndTraitBasedPCIAliasTests',
+        'RCAndTraitBasedPCIAliasTests')},
+}
+
+
+def documented(test_id: str) -> KnownDifference | None:
+    """The documented reason ``test_id`` cannot pass with this service, if any."""
+    return KNOWN_DIFFERENCES.get(test_id) or KNOWN_CLASSES.get(test_id.rsplit('.', 1)[0])

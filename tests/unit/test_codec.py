@@ -877,3 +877,19 @@ def test_decoded_specs_hold_no_references_into_the_message():
     spec.numa_topology['nova_object.data']['cells'].clear()
     assert sample == wire.spec_obj()
 
+
+
+@pytest.mark.parametrize('pagesize, accepted', [
+    (-1, True), (-2, True), (-3, True), (2048, True), (None, True), (-4, False)])
+def test_a_numa_cell_s_page_size_may_be_one_of_novas_symbolic_sizes(pagesize, accepted):
+    """hw:mem_page_size=small/large/any reach the scheduler as -1/-2/-3."""
+    primitive = wire.spec_obj()
+    cell = _data(_data(primitive)['numa_topology'])['cells'][0]
+    _data(cell)['pagesize'] = pagesize
+
+    if accepted:
+        spec = codec.decode_request_spec(primitive)
+        assert _data(_data(spec.numa_topology)['cells'][0])['pagesize'] == pagesize
+    else:
+        with pytest.raises(InvalidInput, match=r'cells\[0\]\.pagesize'):
+            codec.decode_request_spec(primitive)

@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from tests.nova_functional.__main__ import print_table, summarise
-from tests.nova_functional.known_differences import KNOWN_DIFFERENCES
+from tests.nova_functional.known_differences import KNOWN_CLASSES, KNOWN_DIFFERENCES, documented
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = (ROOT / 'doc' / 'nova-compatibility.md').read_text()
@@ -27,9 +27,16 @@ def test_each_documented_difference_is_in_the_compatibility_doc_with_its_line(te
     assert difference.where in DOC
 
 
-@pytest.mark.parametrize('test_id', sorted(KNOWN_DIFFERENCES))
+@pytest.mark.parametrize('class_id', sorted(KNOWN_CLASSES))
+def test_each_documented_class_is_in_the_compatibility_doc_with_its_line(class_id):
+    assert class_id.removeprefix(PREFIX) in DOC
+    assert KNOWN_CLASSES[class_id].where in DOC
+
+
+@pytest.mark.parametrize('test_id', sorted(KNOWN_DIFFERENCES) + sorted(KNOWN_CLASSES))
 def test_each_documented_difference_names_a_test_of_ours_that_exists(test_id):
-    for proof in KNOWN_DIFFERENCES[test_id].proven_by.split(';'):
+    difference = KNOWN_DIFFERENCES.get(test_id) or KNOWN_CLASSES[test_id]
+    for proof in difference.proven_by.split(';'):
         path, _, name = proof.strip().partition('::')
         source = (ROOT / path).read_text()
         assert not name or f'def {name}(' in source, proof
@@ -61,3 +68,10 @@ def test_a_side_whose_runner_died_is_a_failure_not_a_pass():
     row = summarise(f'{PREFIX}m', {'nova': {'error': 'runner exited 1'}, 'ours': {}})
 
     assert row == {'module': f'{PREFIX}m', 'error': 'runner exited 1'}
+
+
+def test_every_test_of_a_documented_class_is_documented_and_no_other():
+    [class_id] = [c for c in KNOWN_CLASSES if c.endswith('.NUMAServersTest')]
+
+    assert documented(f'{class_id}.test_anything') is KNOWN_CLASSES[class_id]
+    assert documented(f'{class_id}Other.test_anything') is None
