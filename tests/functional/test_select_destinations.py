@@ -233,3 +233,28 @@ def test_ping_answers_in_the_baseapi_namespace(start_scheduler):
     answer = running.client.call(CONTEXT, 'ping', version='1.1', namespace='baseapi', arg='hi')
 
     assert answer == {'service': 'scheduler', 'arg': 'hi'}
+
+
+def test_a_multi_create_fills_a_host_s_second_nested_provider_after_the_first(
+        start_scheduler, placement_client):
+    """Two instances asking for 16 VGPU each, one host with two pGPUs of 16: both fit.
+
+    nova-scheduler fails this request (its bug 1874664, which Nova's own
+    libvirt/test_vgpu.py pins): for the second instance it claims the candidate
+    the first one already used. Here each instance takes the next candidate that
+    still fits, so the second lands on the other pGPU.
+    """
+    host = add_host(placement_client, 'gpu-host')
+    gpus = [seed.create_provider(placement_client, name=f'gpu-host_pgpu{i}', parent_uuid=host,
+                                 inventories={'VGPU': {'total': 16, 'allocation_ratio': 1.0}})
+            for i in range(2)]
+    running = start_scheduler()
+    uuids = new_uuids(2)
+
+    result = select(running, boot_spec(extra_specs={'resources:VGPU': '16'},
+                                       num_instances=2), uuids)
+
+    assert [per_instance[0].service_host for per_instance in result] == ['gpu-host'] * 2
+    held = consumers_with_allocations(placement_client, gpus)
+    assert sorted(held) == sorted(uuids)
+    assert sorted(next(iter(held[u])) for u in uuids) == sorted(gpus)

@@ -117,7 +117,6 @@ def _link_api_paste() -> None:
 
 def install_swap() -> None:
     """Our side: record the fixtures' endpoints and swap the scheduler service."""
-    import fixtures
     import nova.test
     from nova.tests import fixtures as nova_fixtures
     from placement.tests.functional.fixtures import placement as placement_fixtures
@@ -185,7 +184,6 @@ def install_swap() -> None:
         if test._service_fixture_count[name]:
             raise nova.test.TestingException('Duplicate start_service(scheduler)!')
         service = SwappedScheduler(test, host or 'scheduler')
-        test.useFixture(fixtures.Fixture())  # keeps cleanup order like ServiceFixture's
         service.start()
         test.addCleanup(service.kill)
         test._service_fixture_count[name] += 1
@@ -285,11 +283,6 @@ class SwappedScheduler:
 
     def kill(self) -> None:
         self.stop()
-
-    def restart(self) -> None:
-        self.stop()
-        self._test._service_fixture_count['scheduler'] += 1
-        self.start()
 
     # Configuration ---------------------------------------------------------------------
     def _write_config(self) -> str:
