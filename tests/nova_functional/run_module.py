@@ -19,7 +19,7 @@ import time
 import unittest
 
 
-def _prepare(side: str) -> None:
+def _prepare(side: str, filter_map: bool = False) -> None:
     # Nova's threading mode (file-backed cell databases a reader can open) for
     # both sides; must be decided before anything imports nova.
     os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', 'True')
@@ -33,6 +33,7 @@ def _prepare(side: str) -> None:
     from tests.nova_functional import swap
     swap.install_common()
     if side == 'ours':
+        swap.FILTER_MAP = filter_map
         swap.install_swap()
 
 
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--log', default=os.devnull, help="where Nova's output goes")
     parser.add_argument('--filter', default=None,
                         help='only test ids containing this text')
+    parser.add_argument('--filter-map', action='store_true',
+                        help="diagnostic: let setUp find Nova's NUMA/PCI filter classes")
     parser.add_argument('modules', nargs='+')
     args = parser.parse_args(argv)
 
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
-            _prepare(args.side)
+            _prepare(args.side, args.filter_map)
             loader = unittest.TestLoader()
             suite = unittest.TestSuite()
             for module in args.modules:

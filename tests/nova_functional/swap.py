@@ -35,6 +35,9 @@ from typing import Any
 
 LOG = logging.getLogger(__name__)
 
+#: Set by ``run_module --filter-map`` (a diagnostic; see SwappedScheduler.manager).
+FILTER_MAP = False
+
 #: Nova option groups whose test values this service must see.
 MIRRORED_GROUPS = ('scheduler', 'filter_scheduler', 'workarounds', 'pci')
 
@@ -258,6 +261,21 @@ class SwappedScheduler:
         self._conf: Any = None
         self._dir = tempfile.mkdtemp(prefix='placement-scheduler-nova-functional-')
         test.addCleanup(_remove_tree, self._dir)
+
+    @property
+    def manager(self) -> Any:
+        """Only with ``--filter-map`` (a diagnostic): Nova's filter classes where the
+        libvirt NUMA and PCI test classes look for them in setUp, so that those tests
+        run against this service. Their assertions on the mock of Nova's own filter
+        then fail, and every other assertion says something about this service."""
+        if not FILTER_MAP:
+            raise AttributeError('manager: nova-scheduler\'s manager does not run here')
+        import types
+
+        from nova.scheduler.filters import numa_topology_filter, pci_passthrough_filter
+        return types.SimpleNamespace(host_manager=types.SimpleNamespace(filter_cls_map={
+            'NUMATopologyFilter': numa_topology_filter.NUMATopologyFilter,
+            'PciPassthroughFilter': pci_passthrough_filter.PciPassthroughFilter}))
 
     # What Nova's tests call on a service ------------------------------------------------
     def start(self) -> None:
