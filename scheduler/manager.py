@@ -221,8 +221,9 @@ class SchedulerManager:
         metrics.CANDIDATES.observe(trace.candidates)
         if not trace.candidates:
             raise exc.NoValidHost(reason=self._failure_reason(trace))
-        self._learn_provider_names(context, candidates)
-        unresolved = self.resolver.resolve(candidates.root_provider_uuids())
+        roots = candidates.root_provider_uuids()
+        self._learn_provider_names(context, roots)
+        unresolved = self.resolver.resolve(roots)
         if unresolved:
             candidates = candidates.without_trees(unresolved)
             if not len(candidates):
@@ -440,8 +441,7 @@ class SchedulerManager:
                 default_availability_zone=self.conf.default_availability_zone))
         return states
 
-    def _learn_provider_names(self, context: RequestContext, candidates: Candidates) -> None:
-        roots = candidates.root_provider_uuids()
+    def _learn_provider_names(self, context: RequestContext, roots: set[str]) -> None:
         unknown = self.catalog.unknown_provider_uuids(roots)
         if not unknown:
             return

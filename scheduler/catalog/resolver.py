@@ -57,29 +57,36 @@ class HostResolver:
     def resolve(self, provider_uuids: Iterable[str]) -> set[str]:
         """Look up the unknown ones; returns the uuids still unresolved that must be
         left out of this request (empty when guessing names is allowed)."""
+        if not self._lookups and not self.exclude_unresolved:
+            # Nothing to ask and nothing to set aside: provider names stand for hosts.
+            return set()
         unknown = self._unresolved(provider_uuids)
         if not unknown:
-            return set()
+            return unknown
         now = self._clock()
         with self._lock:
-            due = sorted(u for u in unknown
-                         if u not in self._missed or now - self._missed[u] >= self._retry_after)
-        looked_up = set(due)
-        if due and self._lookups:
+            due = [u for u in unknown
+                   if u not in self._missed or now - self._missed[u] >= self._retry_after]
+        still = unknown
+        if due:
+            asked = due
             for lookup in self._lookups:
-                lookup.look_up(due)
-                due = sorted(self._unresolved(due))
-                if not due:
+                lookup.look_up(asked)
+                asked = sorted(self._unresolved(asked))
+                if not asked:
                     break
-        still = self._unresolved(unknown)
-        with self._lock:
-            for uuid in still.intersection(looked_up):
-                self._missed[uuid] = now
-            for uuid in unknown - still:
-                self._missed.pop(uuid, None)
-        if still:
-            LOG.info('%d root provider(s) unknown to every host source (%s)%s',
-                     len(still), ', '.join(sorted(still)[:5]),
-                     '; left out of this request' if self.exclude_unresolved
-                     else '; scheduled under their provider names')
+            still = self._unresolved(unknown)
+            missed = still.intersection(due)
+            with self._lock:
+                for uuid in missed:
+                    self._missed[uuid] = now
+                for uuid in unknown - still:
+                    self._missed.pop(uuid, None)
+            if missed:
+                # Logged when looked up, not on every request that meets them.
+                LOG.info('%d root provider(s) unknown to every host source, e.g. %s%s',
+                         len(missed), ', '.join(sorted(missed)[:5] if len(missed) <= 1000
+                                                else list(missed)[:5]),
+                         '; left out of requests' if self.exclude_unresolved
+                         else '; scheduled under their provider names')
         return still if self.exclude_unresolved else set()
