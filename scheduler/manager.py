@@ -76,7 +76,8 @@ class SchedulerManager:
                  release: DeferredRelease | None = None,
                  rng: random.Random | None = None,
                  resolver: HostResolver | None = None,
-                 request_filter_sources=None):
+                 request_filter_sources=None,
+                 refresh_service_states: Callable[[], None] | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -85,6 +86,9 @@ class SchedulerManager:
         self.request_filters = request_filters
         # What request filters read: the catalog, or it and Neutron (routed networks).
         self.request_filter_sources = request_filter_sources or catalog
+        # Compute services' state as fresh as [nova] service_state_max_age asks, read
+        # before hosts are built (Nova reads its services table per request).
+        self.refresh_service_states = refresh_service_states or (lambda: None)
         # Without one (tests, explain): provider names stand in for unknown hosts.
         self.resolver = resolver or HostResolver(catalog.unresolved_providers, (),
                                                  exclude_unresolved=False)
@@ -221,6 +225,7 @@ class SchedulerManager:
         metrics.CANDIDATES.observe(trace.candidates)
         if not trace.candidates:
             raise exc.NoValidHost(reason=self._failure_reason(trace))
+        self.refresh_service_states()
         roots = candidates.root_provider_uuids()
         self._learn_provider_names(context, roots)
         unresolved = self.resolver.resolve(roots)
@@ -257,6 +262,7 @@ class SchedulerManager:
         although the host is forced).
         """
         trace.query = 'none: a rebuild check asks Placement for no candidates'
+        self.refresh_service_states()
         hosts = self._rebuild_host_states(context, spec)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)

@@ -88,7 +88,10 @@ class SchedulerService:
                                         filters=filters, weighers=weighers,
                                         request_filters=request_filters, cleanups=self.cleanups,
                                         resolver=self.resolver,
-                                        request_filter_sources=filter_sources)
+                                        request_filter_sources=filter_sources,
+                                        refresh_service_states=(
+                                            self.nova_sync.fresh_service_states
+                                            if self.nova_sync is not None else None))
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

@@ -52,7 +52,7 @@ from typing import Any
 
 from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid, read_hosts_file
-from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot
+from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState
 from scheduler.exceptions import CatalogError
 from scheduler.host_state import HostRecord
 from scheduler.objects.spec import Aggregate
@@ -419,6 +419,20 @@ class HostCatalog:
             self._rebuild_aggregates()
         LOG.debug('compute API snapshot applied: %d aggregates, %d services, %d hypervisors',
                   len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors))
+
+    def apply_service_states(self, services: Mapping[str, ServiceState],
+                             unknown: Sequence[str] = ()) -> None:
+        """A fresher read of the compute services than the latest snapshot's."""
+        with self._lock:
+            snapshot = self._nova.snapshot
+            if snapshot.services == services and snapshot.unknown_services == tuple(unknown):
+                return
+            self._nova = _NovaLayer(dataclasses.replace(
+                snapshot, services=dict(services), unknown_services=tuple(unknown)),
+                self._nova.applied)
+            # Every record carries its service's state.
+            self._resolved = {}
+        LOG.debug('compute service states applied: %d services', len(services))
 
     # Nova cell databases ----------------------------------------------------------------
     def apply_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:

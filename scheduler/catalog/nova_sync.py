@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
@@ -23,7 +24,7 @@ from oslo_config import cfg
 
 from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
-from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot
+from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot, ServiceState
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.ksa import load_adapter
 from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
@@ -76,8 +77,7 @@ class NovaComputeReader:
         """Aggregates, nova-compute services and every hypervisor page; NovaApiError on
         any failure (then nothing was read, as far as the caller is concerned)."""
         aggregates = nova_api.parse_aggregates(self._get('/os-aggregates'))
-        services, unknown = nova_api.parse_services(
-            self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY}))
+        services, unknown = self.read_services()
         hypervisors = []
         marker: str | None = None
         for _ in range(MAX_HYPERVISOR_PAGES):
@@ -94,6 +94,12 @@ class NovaComputeReader:
                                f'pages of {self._page_size}; refusing to page on')
         return NovaSnapshot(aggregates=tuple(aggregates), services=services,
                             hypervisors=tuple(hypervisors), unknown_services=tuple(unknown))
+
+    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
+        """``GET /os-services?binary=nova-compute``: (state by service host, hosts in
+        down cells)."""
+        return nova_api.parse_services(
+            self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY}))
 
     def read_hypervisor(self, provider_uuid: str) -> HypervisorInfo | None:
         """``GET /os-hypervisors/{uuid}``: one compute node (its id is the root
@@ -139,17 +145,47 @@ class NovaSync(PeriodicSync):
     thread_name = 'nova-api-sync'
     label = 'compute API sync'
 
-    def __init__(self, catalog: HostCatalog, reader: NovaComputeReader, *, interval: float):
+    def __init__(self, catalog: HostCatalog, reader: NovaComputeReader, *, interval: float,
+                 service_state_max_age: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
         self._reader = reader
         self.failures_in_a_row = 0
         self.last_success: float | None = None  # time.monotonic()
+        self._max_age = service_state_max_age
+        self._clock = clock
+        self._services_lock = threading.Lock()
+        self._services_read_at: float | None = None  # when the last services read began
+
+    def fresh_service_states(self) -> None:
+        """Make the compute services' state at most ``service_state_max_age`` seconds
+        old before a request is decided, as Nova reads its services table per request.
+
+        One read at a time: a request that finds a read in flight waits for it and
+        uses it. A failed read keeps the last good state (logged).
+        """
+        if self._max_age is None:
+            return
+        wanted_after = self._clock() - self._max_age
+        with self._services_lock:
+            read_at = self._services_read_at
+            if read_at is not None and read_at >= wanted_after and self._max_age > 0:
+                return
+            started = self._clock()
+            try:
+                services, unknown = self._reader.read_services()
+            except NovaApiError as e:
+                LOG.warning('compute API services read failed (%s); deciding with the '
+                            'state of %s', e, 'the last sync' if read_at else 'no sync yet')
+                return
+            self._services_read_at = started
+        self._catalog.apply_service_states(services, unknown)
 
     def sync_once(self) -> bool:
         """One read-and-apply; False (logged, catalog unchanged) when the read failed."""
         mark = self._catalog.cast_mark()
-        started = time.monotonic()
+        started = self._clock()
         try:
             snapshot = self._reader.read()
         except NovaApiError as e:
@@ -161,6 +197,8 @@ class NovaSync(PeriodicSync):
                         self._interval, e)
             return False
         self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
+        with self._services_lock:
+            self._services_read_at = max(self._services_read_at or started, started)
         if snapshot.unknown_services:
             LOG.warning('compute API sync: no data for %d compute service(s) in down cells '
                         '(%s); they keep what the hosts file says', len(snapshot.unknown_services),
@@ -216,7 +254,12 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync 
                                connect_timeout=opts.connect_timeout,
                                read_timeout=opts.read_timeout,
                                page_size=opts.hypervisor_page_size)
-    LOG.info('compute API sync every %ss at microversion %s', opts.sync_interval,
-             opts.microversion)
-    return NovaSync(catalog, reader, interval=opts.sync_interval)
+    max_age = opts.service_state_max_age
+    LOG.info('compute API sync every %ss at microversion %s; compute services\' state read '
+             '%s', opts.sync_interval, opts.microversion,
+             'before every request' if max_age == 0 else
+             f'before a request when older than {max_age}s' if max_age > 0 else
+             'with the sync only')
+    return NovaSync(catalog, reader, interval=opts.sync_interval,
+                    service_state_max_age=max_age if max_age >= 0 else None)
 

@@ -42,6 +42,14 @@ nova_opts = [
                  help='At start-up, seconds to wait for the first sync before taking '
                       'calls; the service starts anyway when it takes longer (the '
                       'sync goes on in the background). 0: do not wait.'),
+    cfg.FloatOpt('service_state_max_age', default=0.0, min=-1.0,
+                 help='How old, in seconds, the compute services\' state (disabled, forced '
+                      'down, up) may be when a request is decided; older, the request first '
+                      'reads GET /os-services?binary=nova-compute (one read at a time, '
+                      'shared by the requests waiting for it). 0, the default: before every '
+                      'request, as nova-scheduler reads its services table per request, so '
+                      'a host disabled or forced down through the API is never chosen '
+                      'after the API answered. -1: only with the periodic sync.'),
     cfg.FloatOpt('connect_timeout', default=5.0, min=0.1,
                  help='Seconds to wait for a TCP connection to the compute API.'),
     cfg.FloatOpt('read_timeout', default=30.0, min=0.1,

@@ -90,3 +90,30 @@ def test_a_failing_compute_api_keeps_the_last_good_data_until_it_answers_again(
     assert sync.sync_once() is True
     assert select(client, boot_spec()) == 'disabled-host'
     assert TOKEN not in caplog.text
+
+
+def test_a_host_disabled_through_the_api_is_never_chosen_by_the_next_request(
+        cloud, fake_nova, start_with_nova):
+    service, client = start_with_nova()
+    assert select(client, boot_spec()) == 'plain-host'
+    reads = fake_nova.requests.count('/v2.1/os-services')
+
+    # Forced down a moment ago: the periodic sync is an hour away.
+    fake_nova.services = [samples.compute_service('plain-host', up=False, forced_down=True),
+                          samples.compute_service('az-host'),
+                          samples.compute_service('disabled-host', disabled=True)]
+
+    assert select(client, boot_spec()) == 'az-host'
+    assert fake_nova.requests.count('/v2.1/os-services') == reads + 1  # one read per request
+
+
+def test_with_service_state_max_age_negative_only_the_sync_reads_services(
+        cloud, fake_nova, start_scheduler):
+    running = start_scheduler(**fake_nova.options(service_state_max_age=-1,
+                                                  startup_sync_timeout=60))
+    reads = fake_nova.requests.count('/v2.1/os-services')
+    fake_nova.services = [samples.compute_service('plain-host', up=False, forced_down=True)]
+
+    # The state the sync read still stands: an operator's choice of staleness.
+    assert select(running.client, boot_spec()) == 'plain-host'
+    assert fake_nova.requests.count('/v2.1/os-services') == reads
