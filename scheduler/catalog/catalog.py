@@ -509,6 +509,8 @@ class HostCatalog:
                 changes['service_host'] = node.service_host
             if node.cell_uuid is not None:
                 changes['cell_uuid'] = node.cell_uuid
+            if node.supported_instances is not None:
+                changes['supported_instances'] = list(node.supported_instances)
             if node.numa_topology is not None:
                 changes['numa_topology'] = node.numa_topology
             if node.pci_stats is not None:

@@ -5,9 +5,10 @@ device pools — nova-compute writes into the ``compute_nodes`` table of its cel
 database. This module reads exactly these columns of the rows not deleted:
 ``uuid`` (the root provider uuid), ``hypervisor_hostname``, ``host``,
 ``numa_topology``, ``pci_stats``, ``cpu_allocation_ratio`` and
-``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits), and
-nothing else, from each configured cell, every ``sync_interval`` seconds, on
-its own thread (:class:`CellDatabaseSync`, shaped like the compute API sync).
+``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits) and
+``supported_instances`` (ImagePropertiesFilter), and nothing else, from each
+configured cell, every ``sync_interval`` seconds, on its own thread
+(:class:`CellDatabaseSync`, shaped like the compute API sync).
 
 Never a write: every connection is made read-only before it is used
 (``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
@@ -23,6 +24,7 @@ imported only when a connection is configured.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -47,7 +49,8 @@ LOG = logging.getLogger(__name__)
 
 #: The only statement ever sent (besides the read-only session setup).
 QUERY = ('SELECT uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
-         'cpu_allocation_ratio, ram_allocation_ratio FROM compute_nodes WHERE deleted = 0')
+         'cpu_allocation_ratio, ram_allocation_ratio, supported_instances '
+         'FROM compute_nodes WHERE deleted = 0')
 _SESSION_SETUP = {
     'mysql': ('SET SESSION TRANSACTION READ ONLY',),
     'sqlite': ('PRAGMA query_only = ON',),
@@ -76,6 +79,8 @@ class ComputeNodeData:
     pci_stats: HostPciStats | None = None
     #: The cell whose database holds the row, when the configuration names it.
     cell_uuid: str | None = None
+    #: (architecture, hypervisor type, VM mode) triples the node runs; None: not reported.
+    supported_instances: tuple[tuple[str, str, str], ...] | None = None
 
 
 def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
@@ -89,7 +94,7 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
     nodes: list[ComputeNodeData] = []
     problems: list[str] = []
     for row in rows:
-        node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio = row
+        node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = row
         if not node_uuid:
             problems.append(f'a row of {nodename or host or "an unnamed node"} has no uuid')
             continue
@@ -108,11 +113,32 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
                 pools = parse_pci_pools(pci, where=f'{label} pci_stats', strict=False)
             except HostDataError as e:
                 problems.append(str(e))
+        instances = None
+        if supported:
+            try:
+                instances = _supported_instances(supported)
+            except (TypeError, ValueError) as e:
+                problems.append(f'{label} supported_instances: {e}')
         nodes.append(ComputeNodeData(provider_uuid=str(node_uuid).lower(),
                                      nodename=nodename or None, service_host=host or None,
                                      numa_topology=topology, pci_stats=pools,
-                                     cell_uuid=cell_uuid))
+                                     cell_uuid=cell_uuid, supported_instances=instances))
     return nodes, problems
+
+
+def _supported_instances(raw: Any) -> tuple[tuple[str, str, str], ...]:
+    """nova-compute's JSON list of [architecture, hypervisor_type, vm_mode]."""
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, list):
+        raise ValueError(f'expected a JSON list, got {type(value).__name__}')
+    triples = []
+    for item in value:
+        if (not isinstance(item, list) or len(item) != 3
+                or not all(isinstance(x, str) and x for x in item)):
+            raise ValueError(f'expected [architecture, hypervisor_type, vm_mode], got '
+                             f'{str(item)[:80]}')
+        triples.append((item[0], item[1], item[2]))
+    return tuple(triples)
 
 
 def split_connection(value: str) -> tuple[str | None, str]:

@@ -31,8 +31,9 @@ ONE_CELL = numa_topology_json(numa_cell(0, cpuset=[0, 1], pcpuset=[2, 3]))
 POOLS = pci_stats_json(pci_pool('8086', '154d', 4, dev_type='type-VF'))
 
 
-def row(name, *, numa=ONE_CELL, pci=POOLS, cpu_ratio=4.0, ram_ratio=1.0, host=None):
-    return (uuid_for(name), name, host or name, numa, pci, cpu_ratio, ram_ratio)
+def row(name, *, numa=ONE_CELL, pci=POOLS, cpu_ratio=4.0, ram_ratio=1.0, host=None,
+        supported='[["x86_64", "kvm", "hvm"]]'):
+    return (uuid_for(name), name, host or name, numa, pci, cpu_ratio, ram_ratio, supported)
 
 
 def test_rows_become_nodes_with_the_ratios_on_their_topology():
@@ -50,7 +51,7 @@ def test_rows_become_nodes_with_the_ratios_on_their_topology():
 def test_a_field_that_cannot_be_parsed_is_dropped_and_named_the_rest_of_the_row_kept():
     nodes, problems = parse_rows([row('cn1', numa='{"cells": [{"id": 0}]}'),
                                   row('cn2', numa=None, pci=None, cpu_ratio=0.0),
-                                  (None, 'cn3', 'cn3', None, None, None, None)])
+                                  (None, 'cn3', 'cn3', None, None, None, None, None)])
 
     assert [(n.nodename, n.numa_topology, n.pci_stats is not None) for n in nodes] == [
         ('cn1', None, True), ('cn2', None, False)]
@@ -69,20 +70,21 @@ def test_passwords_are_masked_in_urls():
 SCHEMA = """CREATE TABLE compute_nodes (
     id INTEGER PRIMARY KEY, uuid VARCHAR(36), host VARCHAR(255),
     hypervisor_hostname VARCHAR(255), numa_topology TEXT, pci_stats TEXT,
-    cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, deleted INTEGER DEFAULT 0,
-    vcpus INTEGER)"""
+    cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, supported_instances TEXT,
+    deleted INTEGER DEFAULT 0, vcpus INTEGER)"""
 
 
 def sqlite_cell(path, rows, *, deleted=()):
     with sqlite3.connect(path) as db:
         db.execute(SCHEMA)
         for i, r in enumerate(list(rows) + list(deleted), start=1):
-            node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio = r
+            node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = r
             db.execute('INSERT INTO compute_nodes (id, uuid, hypervisor_hostname, host, '
                        'numa_topology, pci_stats, cpu_allocation_ratio, ram_allocation_ratio, '
-                       'deleted, vcpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
+                       'supported_instances, deleted, vcpus) '
+                       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
                        (i, node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio,
-                        i if r in deleted else 0))
+                        supported, i if r in deleted else 0))
     return f'sqlite:///{path}'
 
 
@@ -217,3 +219,23 @@ def test_a_url_alone_is_not_taken_for_a_cell_prefix():
         None, 'mysql+pymysql://u:p@db/nova?a=b')
     assert split_connection(f'{CELL2_UUID}=sqlite:////tmp/c.db') == (CELL2_UUID,
                                                                     'sqlite:////tmp/c.db')
+
+
+def test_what_a_node_runs_is_read_for_the_image_properties_filter():
+    [node, bare], problems = parse_rows([row('cn1'), row('cn2', supported=None)])
+    _, problems_bad = parse_rows([row('cn3', supported='[["x86_64", "kvm"]]')])
+
+    assert node.supported_instances == (('x86_64', 'kvm', 'hvm'),)
+    assert bare.supported_instances is None  # not reported: the hosts file's value stays
+    assert problems == []
+    assert problems_bad and 'cn3 supported_instances' in problems_bad[0]
+
+
+def test_a_catalog_record_takes_the_cell_database_s_supported_instances(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    sync = cell_db_sync_from_conf(
+        conf_with(connections=[sqlite_cell(tmp_path / 'cell1.db', [row('cn1')])]), catalog)
+    assert sync.sync_once()
+
+    record = catalog.record_for_provider(uuid_for('cn1'), None)
+    assert record.supported_instances == [('x86_64', 'kvm', 'hvm')]
