@@ -365,14 +365,15 @@ class SwappedScheduler:
     def mirror_nova_options(self) -> None:
         """Nova's current values of the mirrored groups, set on ours."""
         from nova import conf as nova_conf
+        from oslo_config import cfg
         nova_cfg = nova_conf.CONF
         for group in MIRRORED_GROUPS:
             ours = self._conf[group]
             for name in list(ours.keys()):
                 try:
                     value = nova_cfg[group][name]
-                except (KeyError, AttributeError, Exception):  # noqa: BLE001
-                    continue
+                except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+                    continue  # an option of ours Nova does not have
                 try:
                     self._conf.set_override(name, value, group)
                 except (ValueError, TypeError) as e:
