@@ -422,17 +422,30 @@ class HostCatalog:
 
     def apply_service_states(self, services: Mapping[str, ServiceState],
                              unknown: Sequence[str] = ()) -> None:
-        """A fresher read of the compute services than the latest snapshot's."""
+        """A fresher read of the compute services than the latest snapshot's.
+
+        Read before every request by default, and every heartbeat moves some
+        service's ``updated_at``: only the hosts whose records would change
+        (:func:`_service_fields`) lose their resolved records, and a read that
+        changes none leaves the catalog as it is.
+        """
         with self._lock:
             snapshot = self._nova.snapshot
-            if snapshot.services == services and snapshot.unknown_services == tuple(unknown):
+            old = snapshot.services
+            changed = {host for host in old.keys() | services.keys()
+                       if host not in old or host not in services
+                       or (old[host] != services[host]
+                           and _service_fields(old[host]) != _service_fields(services[host]))}
+            if not changed and snapshot.unknown_services == tuple(unknown):
                 return
             self._nova = _NovaLayer(dataclasses.replace(
                 snapshot, services=dict(services), unknown_services=tuple(unknown)),
                 self._nova.applied)
-            # Every record carries its service's state.
-            self._resolved = {}
-        LOG.debug('compute service states applied: %d services', len(services))
+            if changed:
+                self._resolved = {uuid: record for uuid, record in self._resolved.items()
+                                  if record.service_host not in changed}
+        LOG.debug('compute service states applied: %d services, %d changed', len(services),
+                  len(changed))
 
     # Nova cell databases ----------------------------------------------------------------
     def apply_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:
@@ -518,9 +531,7 @@ class HostCatalog:
         service = self._nova.snapshot.services.get(
             changes.get('service_host', record.service_host))
         if service is not None:
-            changes.update(disabled=service.disabled, disabled_reason=service.disabled_reason,
-                           forced_down=service.forced_down,
-                           last_seen_up=service.last_seen_up)
+            changes.update(_service_fields(service))
         return dataclasses.replace(record, **changes) if changes else record
 
     def _cells(self) -> set[str]:
@@ -578,6 +589,12 @@ class HostCatalog:
                 by_host[host] = after
         self._aggregates = ordered
         self._aggregates_by_host = by_host
+
+
+def _service_fields(service: ServiceState) -> dict[str, Any]:
+    """What a compute node's record takes from its service's state."""
+    return {'disabled': service.disabled, 'disabled_reason': service.disabled_reason,
+            'forced_down': service.forced_down, 'last_seen_up': service.last_seen_up}
 
 
 def _copy_aggregate(aggregate: Aggregate) -> Aggregate:

@@ -7,6 +7,7 @@ next request the moment it changes.
 """
 from __future__ import annotations
 
+import datetime
 import textwrap
 
 from scheduler.catalog import HostCatalog
@@ -79,3 +80,40 @@ def test_a_name_learned_from_placement_is_seen_by_the_next_request():
     learned = record(catalog, RP_UNKNOWN)
     catalog.remember_provider_names({RP_UNKNOWN: 'node-7'})
     assert record(catalog, RP_UNKNOWN) is learned is not before
+
+
+RP2 = '0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f02'
+
+
+def test_a_services_read_keeps_every_record_whose_service_state_did_not_change():
+    """The services are read before every request; a heartbeat must not cost a
+    re-resolution of every record, a disable must be seen at once."""
+    now = datetime.datetime(2026, 11, 24, tzinfo=datetime.timezone.utc)
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    catalog.apply_nova_snapshot(NovaSnapshot(
+        hypervisors=(HypervisorInfo(RP1, 'compute-01', 'compute-01'),
+                     HypervisorInfo(RP2, 'compute-02', 'compute-02')),
+        services={h: ServiceState(h, up=True, updated_at=now)
+                  for h in ('compute-01', 'compute-02')}), cast_mark=0)
+    first, second = record(catalog, RP1), record(catalog, RP2)
+
+    # A heartbeat of each: nothing a record holds moved.
+    later = now + datetime.timedelta(seconds=10)
+    catalog.apply_service_states({h: ServiceState(h, up=True, updated_at=later)
+                                  for h in ('compute-01', 'compute-02')})
+    assert record(catalog, RP1) is first and record(catalog, RP2) is second
+
+    # compute-02 disabled through the API: its record is new, the other one stays.
+    catalog.apply_service_states({
+        'compute-01': ServiceState('compute-01', up=True, updated_at=later),
+        'compute-02': ServiceState('compute-02', up=True, updated_at=later, disabled=True,
+                                   disabled_reason='maintenance')})
+    assert record(catalog, RP1) is first
+    assert record(catalog, RP2).disabled and record(catalog, RP2).disabled_reason == 'maintenance'
+
+    # Down: its last heartbeat is what ComputeFilter ages, so that is a change too.
+    catalog.apply_service_states({
+        'compute-01': ServiceState('compute-01', up=False, updated_at=later),
+        'compute-02': ServiceState('compute-02', up=True, updated_at=later, disabled=True,
+                                   disabled_reason='maintenance')})
+    assert record(catalog, RP1).last_seen_up == later
