@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
-from scheduler.catalog.hosts_file import normalize_uuid
+from scheduler.catalog.hosts_file import normalize_uuid, parse_supported_instances
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.cell_database import GROUP
 from scheduler.exceptions import ConfigurationError, HostDataError, SchedulerError
@@ -116,29 +116,17 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
         instances = None
         if supported:
             try:
-                instances = _supported_instances(supported)
-            except (TypeError, ValueError) as e:
-                problems.append(f'{label} supported_instances: {e}')
+                instances = tuple(parse_supported_instances(
+                    json.loads(supported) if isinstance(supported, str) else supported))
+            except json.JSONDecodeError as e:
+                problems.append(f'{label} supported_instances: not JSON ({e.msg})')
+            except ValueError as e:
+                problems.append(f'{label} {e}')
         nodes.append(ComputeNodeData(provider_uuid=str(node_uuid).lower(),
                                      nodename=nodename or None, service_host=host or None,
                                      numa_topology=topology, pci_stats=pools,
                                      cell_uuid=cell_uuid, supported_instances=instances))
     return nodes, problems
-
-
-def _supported_instances(raw: Any) -> tuple[tuple[str, str, str], ...]:
-    """nova-compute's JSON list of [architecture, hypervisor_type, vm_mode]."""
-    value = json.loads(raw) if isinstance(raw, str) else raw
-    if not isinstance(value, list):
-        raise ValueError(f'expected a JSON list, got {type(value).__name__}')
-    triples = []
-    for item in value:
-        if (not isinstance(item, list) or len(item) != 3
-                or not all(isinstance(x, str) and x for x in item)):
-            raise ValueError(f'expected [architecture, hypervisor_type, vm_mode], got '
-                             f'{str(item)[:80]}')
-        triples.append((item[0], item[1], item[2]))
-    return tuple(triples)
 
 
 def split_connection(value: str) -> tuple[str | None, str]:

@@ -399,20 +399,30 @@ def _ip(entry: _Entry, item: dict) -> str | None:
         raise entry.error(f'host_ip must be an IP address, got {value!r}') from None
 
 
-def _supported_instances(entry: _Entry, item: dict) -> list[tuple[str, str, str]]:
-    value = item.get('supported_instances')
-    if value is None:
-        return []
+def parse_supported_instances(value: Any) -> list[tuple[str, str, str]]:
+    """Nova's ``supported_instances``: a list of [architecture, hypervisor_type,
+    vm_mode], each a non-empty string (the hosts file's and the cell databases'
+    ``compute_nodes`` column, once its JSON is decoded); ValueError otherwise."""
     if not isinstance(value, list):
-        raise entry.error(f'supported_instances must be a list, got {_kind(value)}')
+        raise ValueError(f'supported_instances must be a list, got {_kind(value)}')
     result = []
     for triple in value:
         if (not isinstance(triple, list) or len(triple) != 3
                 or not all(isinstance(x, str) and x for x in triple)):
-            raise entry.error('supported_instances items must be [architecture, '
-                              f'hypervisor_type, vm_mode], got {triple!r}')
+            raise ValueError('supported_instances items must be [architecture, '
+                             f'hypervisor_type, vm_mode], got {triple!r}')
         result.append((triple[0], triple[1], triple[2]))
     return result
+
+
+def _supported_instances(entry: _Entry, item: dict) -> list[tuple[str, str, str]]:
+    value = item.get('supported_instances')
+    if value is None:
+        return []
+    try:
+        return parse_supported_instances(value)
+    except ValueError as e:
+        raise entry.error(str(e)) from None
 
 
 def _metrics(entry: _Entry, item: dict) -> dict[str, float]:
