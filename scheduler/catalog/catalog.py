@@ -217,12 +217,7 @@ class HostCatalog:
     def unknown_provider_uuids(self, uuids: Iterable[str]) -> set[str]:
         """The uuids for which neither the file nor Placement told us a name."""
         with self._lock:
-            # Set differences run in C and probe each dict once per uuid asked
-            # about (a thousand roots per request), whatever the dicts' sizes.
-            return (set(uuids).difference(self._provider_names)
-                    .difference(self._file.by_provider)
-                    .difference(self._nova.by_provider)
-                    .difference(self._cell_db.by_provider))
+            return self._not_known_by_uuid(uuids).difference(self._provider_names)
 
     def unresolved_providers(self, uuids: Iterable[str]) -> set[str]:
         """The root providers whose service host no source states: not in the file
@@ -230,9 +225,7 @@ class HostCatalog:
         snapshot or the cell databases. Such a provider's record carries a guess
         (its name as service host, in the default cell)."""
         with self._lock:
-            candidates = (set(uuids).difference(self._file.by_provider)
-                          .difference(self._nova.by_provider)
-                          .difference(self._cell_db.by_provider))
+            candidates = self._not_known_by_uuid(uuids)
             if not candidates:
                 return candidates
             by_name = self._file.uuidless_by_nodename
@@ -478,6 +471,14 @@ class HostCatalog:
             }
 
     # Internals (callers hold the lock) -------------------------------------------------
+    def _not_known_by_uuid(self, uuids: Iterable[str]) -> set[str]:
+        """The uuids neither the file, the compute API snapshot nor the cell
+        databases name. Set differences run in C and probe each dict once per uuid
+        asked about (a thousand roots per request), whatever the dicts' sizes."""
+        return (set(uuids).difference(self._file.by_provider)
+                .difference(self._nova.by_provider)
+                .difference(self._cell_db.by_provider))
+
     def _resolve(self, provider_uuid: str, provider_name: str | None
                  ) -> tuple[HostRecord, bool]:
         """(record with the Nova API's fields, whether it comes from the file)."""
