@@ -162,15 +162,17 @@ class NovaSync(PeriodicSync):
         """Make the compute services' state at most ``service_state_max_age`` seconds
         old before a request is decided, as Nova reads its services table per request.
 
-        One read at a time: a request that finds a read in flight waits for it and
-        uses it. A failed read keeps the last good state (logged).
+        One read at a time, applied before the next one starts (an older read can
+        never land after a newer one): requests that queued behind a read begun
+        after they arrived use it instead of reading again. A failed read keeps the
+        last good state (logged).
         """
         if self._max_age is None:
             return
         wanted_after = self._clock() - self._max_age
         with self._services_lock:
             read_at = self._services_read_at
-            if read_at is not None and read_at >= wanted_after and self._max_age > 0:
+            if read_at is not None and read_at >= wanted_after:
                 return
             started = self._clock()
             try:
@@ -179,8 +181,8 @@ class NovaSync(PeriodicSync):
                 LOG.warning('compute API services read failed (%s); deciding with the '
                             'state of %s', e, 'the last sync' if read_at else 'no sync yet')
                 return
+            self._catalog.apply_service_states(services, unknown)
             self._services_read_at = started
-        self._catalog.apply_service_states(services, unknown)
 
     def sync_once(self) -> bool:
         """One read-and-apply; False (logged, catalog unchanged) when the read failed."""

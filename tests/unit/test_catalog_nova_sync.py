@@ -308,3 +308,46 @@ def test_the_nova_group_registers_keystoneauth_options_for_the_compute_service()
     assert (conf.nova.sync_interval, conf.nova.microversion) == (60, '2.87')
     # Session and auth options exist, unset: no auth plugin means no sync.
     assert (conf.nova.timeout, conf.nova.cafile, conf.nova.auth_type) == (None, None, None)
+
+
+class ServicesReader:
+    """read_services() that blocks until released, counting the reads."""
+
+    def __init__(self):
+        import threading
+        self.reads = 0
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Semaphore(0)
+
+    def read_services(self):
+        self.reads += 1
+        self.entered.release()
+        self.release.acquire()
+        return {'compute-01': ServiceState('compute-01', up=True)}, []
+
+
+def test_requests_queued_behind_a_services_read_begun_after_they_arrived_reuse_it(catalog):
+    """[nova] service_state_max_age = 0: every request wants a read begun no
+    earlier than its arrival; one read serves every request queued behind it."""
+    import threading
+    now = [0.0]
+    reader = ServicesReader()
+    sync = NovaSync(catalog, reader, interval=3600, service_state_max_age=0.0,
+                    clock=lambda: now[0])
+
+    first = threading.Thread(target=sync.fresh_service_states, daemon=True)
+    first.start()
+    reader.entered.acquire()        # the first request's read (begun at 0) is in flight
+    now[0] = 1.0                    # two more requests arrive: it is too old for them
+    queued = [threading.Thread(target=sync.fresh_service_states, daemon=True)
+              for _ in range(2)]
+    for thread in queued:
+        thread.start()
+    reader.release.release()        # the first read ends; one queued request reads (at 1)
+    reader.entered.acquire()
+    reader.release.release()
+    for thread in (first, *queued):
+        thread.join(5)
+
+    assert reader.reads == 2        # not 3: the last request used the read begun at 1
+    assert catalog.snapshot_stats()['nova_services'] == 1
