@@ -209,8 +209,8 @@ class SchedulerManager:
         for warning in translated.warnings:
             LOG.warning('request %s: %s', context.request_id, warning)
         trace.query = translated.query.describe()
-        trace.query_for_users = (trace.query if self.conf.scheduler.explain_host_names
-                                 else translated.query.describe(redact=True))
+        trace.query_for_users = translated.query.describe(
+            redact=not self.conf.scheduler.explain_host_names)
         trace.limit = translated.query.limit
 
         with metrics.stage('placement_query'):
@@ -348,20 +348,21 @@ class SchedulerManager:
             if reuse and self.reuse.enabled:
                 self.reuse.put(key, candidates)
             return candidates
-        except pexc.PlacementUnavailable as e:
-            trace.placement_error = (f'Placement unreachable after {e.attempts} attempts '
-                                     f'({_placement_failure(e)})')
-            _log_placement_failure(context, 'GET /allocation_candidates', e)
-        except pexc.PlacementAuthError as e:
-            trace.placement_error = f'Placement refused the scheduler\'s credentials ({e.status})'
-            _log_placement_failure(context, 'GET /allocation_candidates', e)
         except pexc.PlacementError as e:
-            # Placement's words on a rejected query are about what was asked (an
-            # unknown trait or resource class); the uuids in them are masked.
-            detail = _UUID_RE.sub('<uuid>', _short(e.detail or ''))
-            trace.placement_error = (f'Placement rejected the query ({_placement_failure(e)})'
-                                     + (f': {detail}' if detail else ''))
             _log_placement_failure(context, 'GET /allocation_candidates', e)
+            if isinstance(e, pexc.PlacementUnavailable):
+                trace.placement_error = (f'Placement unreachable after {e.attempts} attempts '
+                                         f'({_placement_failure(e)})')
+            elif isinstance(e, pexc.PlacementAuthError):
+                trace.placement_error = (f'Placement refused the scheduler\'s credentials '
+                                         f'({e.status})')
+            else:
+                # Placement's words on a rejected query are about what was asked (an
+                # unknown trait or resource class); the uuids in them are masked.
+                detail = _UUID_RE.sub('<uuid>', _short(e.detail or ''))
+                trace.placement_error = (
+                    f'Placement rejected the query ({_placement_failure(e)})'
+                    + (f': {detail}' if detail else ''))
         raise exc.NoValidHost(reason=self._failure_reason(trace))
 
     def _resolve_destination(self, context: RequestContext,
@@ -582,11 +583,9 @@ class SchedulerManager:
         pinned CPUs as VCPU, and merge the answers (pinned candidates first)."""
         fallback = build_query(spec, limit=limit, in_tree=in_tree, pinning_translate=False)
         trace.query = f'{trace.query} (then {fallback.query.describe()})'
-        if not self.conf.scheduler.explain_host_names:
-            trace.query_for_users = (f'{trace.query_for_users} '
-                                     f'(then {fallback.query.describe(redact=True)})')
-        else:
-            trace.query_for_users = trace.query
+        redact = not self.conf.scheduler.explain_host_names
+        trace.query_for_users = (f'{trace.query_for_users} '
+                                 f'(then {fallback.query.describe(redact=redact)})')
         try:
             extra = self.placement.get_allocation_candidates(fallback.query,
                                                              request_id=context.global_id)

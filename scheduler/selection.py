@@ -81,23 +81,21 @@ def prefilter_hosts(hosts: Iterable[HostState],
     kept: Sequence[HostState] = hosts if isinstance(hosts, HostView) else list(hosts)
     removed: dict[str, int] = {}
 
-    def keep(predicate: Callable[[str, str], bool], why: str) -> None:
+    def narrow(to: Sequence[HostState], why: str) -> None:
         nonlocal kept
-        before = len(kept)
-        if isinstance(kept, HostView):
-            kept = kept.keep_names(predicate)
-        else:
-            kept = [h for h in kept if predicate(h.host, h.nodename)]
-        if len(kept) != before:
-            removed[why] = removed.get(why, 0) + before - len(kept)
+        if len(to) != len(kept):
+            removed[why] = removed.get(why, 0) + len(kept) - len(to)
+        kept = to
+
+    def keep(predicate: Callable[[str, str], bool], why: str) -> None:
+        narrow(kept.keep_names(predicate) if isinstance(kept, HostView)
+               else [h for h in kept if predicate(h.host, h.nodename)], why)
 
     dest = spec.requested_destination
     if dest is not None and dest.cell is not None and not dest.allow_cross_cell_move:
-        before = len(kept)
-        kept = (kept.keep_cell(dest.cell.uuid) if isinstance(kept, HostView)
-                else [h for h in kept if h.cell_uuid == dest.cell.uuid])
-        if len(kept) != before:
-            removed['not in the requested cell'] = before - len(kept)
+        cell = dest.cell.uuid
+        narrow(kept.keep_cell(cell) if isinstance(kept, HostView)
+               else [h for h in kept if h.cell_uuid == cell], 'not in the requested cell')
     if dest is not None and dest.host:
         keep(lambda host, node: host == dest.host and (not dest.node or node == dest.node),
              'not the requested destination')
