@@ -34,8 +34,6 @@ UNRESOLVED_REASON = 'compute node not yet known to the scheduler'
 class HostLookup(Protocol):
     """A host source that can look compute nodes up by root provider uuid."""
 
-    label: str
-
     def look_up(self, provider_uuids: Sequence[str]) -> None:
         """Apply what the source knows of these nodes to the catalog; never raises
         for a source that cannot answer (it logs)."""

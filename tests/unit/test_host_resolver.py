@@ -24,7 +24,6 @@ class Clock:
 class NovaApi:
     """A host source that knows the nodes in ``nodes`` (uuid -> (node, host))."""
 
-    label = 'compute API'
 
     def __init__(self, catalog: HostCatalog, nodes: dict[str, tuple[str, str]]):
         self.catalog = catalog
