@@ -21,7 +21,7 @@ import copy
 import logging
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -45,6 +45,7 @@ from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.release import DeferredRelease
 from scheduler.request.filters import run_request_filters
+from scheduler.request.node_details import uses_compute_node_details
 from scheduler.request.translate import build_query, fallback_query_needed
 from scheduler.selection import first_fitting, order_hosts, pick_alternates, prefilter_hosts
 from scheduler.weights.base import Exclusion, weigh_hosts
@@ -77,7 +78,8 @@ class SchedulerManager:
                  rng: random.Random | None = None,
                  resolver: HostResolver | None = None,
                  request_filter_sources=None,
-                 refresh_service_states: Callable[[], None] | None = None):
+                 refresh_service_states: Callable[[], None] | None = None,
+                 refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -89,6 +91,9 @@ class SchedulerManager:
         # Compute services' state as fresh as [nova] service_state_max_age asks, read
         # before hosts are built (Nova reads its services table per request).
         self.refresh_service_states = refresh_service_states or (lambda: None)
+        # Candidates' NUMA topologies and PCI pools as fresh as [cell_database] max_age
+        # asks, for the requests that use them (Nova reads them per request).
+        self.refresh_compute_nodes = refresh_compute_nodes or (lambda uuids: None)
         # Without one (tests, explain): provider names stand in for unknown hosts.
         self.resolver = resolver or HostResolver(catalog.unresolved_providers, (),
                                                  exclude_unresolved=False)
@@ -234,6 +239,8 @@ class SchedulerManager:
             if not len(candidates):
                 trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved)}
                 raise exc.NoValidHost(reason=self._failure_reason(trace))
+        if uses_compute_node_details(spec):
+            self.refresh_compute_nodes(roots - unresolved)
         hosts = self._host_states(candidates)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
@@ -430,6 +437,8 @@ class SchedulerManager:
         if not roots:
             raise exc.NoValidHost(reason=f'No such host - host: {",".join(hosts) or None} '
                                          f'node: {",".join(nodes) or None} ')
+        if uses_compute_node_details(spec):
+            self.refresh_compute_nodes(roots)
         states = []
         for root, name in sorted(roots.items(), key=lambda kv: kv[1]):
             try:

@@ -91,7 +91,10 @@ class SchedulerService:
                                         request_filter_sources=filter_sources,
                                         refresh_service_states=(
                                             self.nova_sync.fresh_service_states
-                                            if self.nova_sync is not None else None))
+                                            if self.nova_sync is not None else None),
+                                        refresh_compute_nodes=(
+                                            self.cell_db_sync.fresh_nodes
+                                            if self.cell_db_sync is not None else None))
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

@@ -250,19 +250,21 @@ class HostCatalog:
                  ', '.join(f'{h.nodename} on {h.service_host}' for h in found))
 
     def add_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:
-        """Compute nodes read by uuid from a cell database: added to what the last
-        read of every cell said, until the next read replaces it."""
+        """Compute nodes read by uuid from a cell database: added to, or replacing
+        their rows in, what the last read of every cell said."""
         found = list(nodes)
         if not found:
             return
         with self._lock:
-            known = {n.provider_uuid for n in found}
-            self._cell_db = _CellDbLayer([*(n for u, n in self._cell_db.by_provider.items()
-                                            if u not in known), *found])
-            for uuid in known:
-                self._resolved.pop(uuid, None)
-        LOG.info('compute nodes read from their cell database: %s',
-                 ', '.join(f'{n.nodename} on {n.service_host}' for n in found))
+            before = self._cell_db.by_provider
+            self._cell_db = _CellDbLayer({**before, **{n.provider_uuid: n for n in found}}
+                                         .values())
+            for node in found:
+                self._resolved.pop(node.provider_uuid, None)
+        new = [n for n in found if n.provider_uuid not in before]
+        if new:
+            LOG.info('compute nodes read from their cell database: %s',
+                     ', '.join(f'{n.nodename} on {n.service_host}' for n in new))
 
     def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
         """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced

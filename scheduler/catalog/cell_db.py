@@ -8,7 +8,9 @@ database. This module reads exactly these columns of the rows not deleted:
 ``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits) and
 ``supported_instances`` (ImagePropertiesFilter), and nothing else, from each
 configured cell, every ``sync_interval`` seconds, on its own thread
-(:class:`CellDatabaseSync`, shaped like the compute API sync).
+(:class:`CellDatabaseSync`, shaped like the compute API sync), and, for a request
+that asks for NUMA or PCI, its candidates' rows just before it is decided
+(``max_age``), as nova-scheduler reads its candidates' compute nodes per request.
 
 Never a write: every connection is made read-only before it is used
 (``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
@@ -27,8 +29,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -242,20 +245,28 @@ class CellDatabaseSync(PeriodicSync):
     label = 'cell database sync'
 
     def __init__(self, catalog: HostCatalog, readers: Sequence[CellDatabaseReader], *,
-                 interval: float):
+                 interval: float, max_age: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
         self._readers = list(readers)
-        self._nodes: dict[str, list[ComputeNodeData]] = {}   # reader label -> last good
+        # reader label -> provider uuid -> its last good row
+        self._nodes: dict[str, dict[str, ComputeNodeData]] = {}
         self._last_success: dict[str, float] = {}
         self.failures_in_a_row: dict[str, int] = {}
+        self._max_age = max_age
+        self._clock = clock
+        # Serialises applying reads, so that an older read never replaces a newer one.
+        self._apply_lock = threading.Lock()
+        # provider uuid -> (when its last applied read began, the reader that found it)
+        self._read_at: dict[str, tuple[float, str]] = {}
 
     def sync_once(self) -> bool:
         """One read of every cell; True when all of them were read."""
         all_read = True
         for reader in self._readers:
             label = reader.label
-            started = time.monotonic()
+            started = self._clock()
             try:
                 nodes, problems = reader.read()
             except CellDatabaseError as e:
@@ -280,29 +291,74 @@ class CellDatabaseSync(PeriodicSync):
                 'pools) in %.1fs', label, len(nodes),
                 sum(1 for n in nodes if n.numa_topology is not None),
                 sum(1 for n in nodes if n.pci_stats is not None), time.monotonic() - started)
-            self._nodes[label] = nodes
+            with self._apply_lock:
+                # A node read for a request after this read began is newer than it.
+                fresher = {u for u, (at, _) in self._read_at.items() if at > started}
+                previous = self._nodes.get(label, {})
+                self._nodes[label] = {
+                    n.provider_uuid: previous.get(n.provider_uuid, n)
+                    if n.provider_uuid in fresher else n for n in nodes}
+                for node in nodes:
+                    if node.provider_uuid not in fresher:
+                        self._read_at[node.provider_uuid] = (started, label)
             self._last_success[label] = time.monotonic()
             self.failures_in_a_row[label] = 0
-        self._catalog.apply_cell_db_nodes(
-            [node for reader in self._readers for node in self._nodes.get(reader.label, ())])
+        with self._apply_lock:
+            self._catalog.apply_cell_db_nodes(
+                [node for reader in self._readers
+                 for node in self._nodes.get(reader.label, {}).values()])
         return all_read
+
+    def fresh_nodes(self, provider_uuids: Iterable[str]) -> None:
+        """Make these compute nodes' NUMA topology and PCI pools at most ``max_age``
+        seconds old before a request that uses them is decided, as nova-scheduler
+        reads its candidates' compute nodes per request.
+
+        One SELECT per cell for just the nodes that are too old, sent to the cell
+        that last had them (every cell for a node none had). A cell that cannot be
+        read is logged and skipped: the request is decided with its last good data.
+        """
+        if self._max_age is None:
+            return
+        wanted_after = self._clock() - self._max_age
+        stale: dict[str | None, list[str]] = {}
+        for uuid in provider_uuids:
+            read_at, label = self._read_at.get(uuid, (None, None))
+            if read_at is None or read_at < wanted_after or not self._max_age:
+                stale.setdefault(label, []).append(uuid)
+        if stale:
+            self._read_nodes({r.label: stale.get(r.label, []) + stale.get(None, [])
+                              for r in self._readers}, 'candidate compute nodes')
 
     def look_up(self, provider_uuids: Sequence[str]) -> None:
         """Read these nodes from every cell now (HostLookup); a cell that cannot be
         read is logged and skipped, its last good data stays."""
-        found: list[ComputeNodeData] = []
+        self._read_nodes({r.label: list(provider_uuids) for r in self._readers},
+                         'compute nodes no source knew')
+
+    def _read_nodes(self, uuids_by_reader: dict[str, list[str]], what: str) -> None:
         for reader in self._readers:
+            uuids = uuids_by_reader.get(reader.label)
+            if not uuids:
+                continue
+            started = self._clock()
             try:
-                nodes, problems = reader.read_nodes(provider_uuids)
+                nodes, problems = reader.read_nodes(uuids)
             except CellDatabaseError as e:
-                LOG.warning('cell database %s: look-up of %d compute node(s) failed: %s',
-                            reader.label, len(provider_uuids), e)
+                LOG.warning('cell database %s: read of %d %s failed (deciding with what was '
+                            'last read): %s', reader.label, len(uuids), what, e)
                 continue
             for problem in problems[:_MAX_ROW_WARNINGS]:
                 LOG.warning('cell database %s: %s; that field is ignored', reader.label,
                             problem)
-            found.extend(nodes)
-        self._catalog.add_cell_db_nodes(found)
+            with self._apply_lock:
+                newer = [n for n in nodes
+                         if self._read_at.get(n.provider_uuid, (started, ''))[0] <= started]
+                for node in newer:
+                    self._read_at[node.provider_uuid] = (started, reader.label)
+                self._nodes.setdefault(reader.label, {}).update(
+                    (n.provider_uuid, n) for n in newer)
+                self._catalog.add_cell_db_nodes(newer)
 
     def stop(self, timeout: float | None = None) -> None:
         super().stop(timeout)
@@ -328,9 +384,14 @@ def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
         readers.append(CellDatabaseReader(url, cell_uuid=cell_uuid,
                                           connect_timeout=opts.connect_timeout,
                                           query_timeout=opts.query_timeout))
-    LOG.info('cell database sync every %ss, read-only: %s', opts.sync_interval,
-             ', '.join(r.label for r in readers))
-    return CellDatabaseSync(catalog, readers, interval=opts.sync_interval)
+    max_age = opts.max_age
+    LOG.info('cell database sync every %ss, read-only: %s; candidates\' compute nodes read '
+             '%s', opts.sync_interval, ', '.join(r.label for r in readers),
+             'before every request that asks for NUMA or PCI' if max_age == 0 else
+             f'before a request that asks for NUMA or PCI when older than {max_age}s'
+             if max_age > 0 else 'with the sync only')
+    return CellDatabaseSync(catalog, readers, interval=opts.sync_interval,
+                            max_age=max_age if max_age >= 0 else None)
 
 
 def _connect_args(backend: str, driver: str, connect_timeout: int,

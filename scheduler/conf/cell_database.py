@@ -30,6 +30,16 @@ cell_database_opts = [
     cfg.IntOpt('sync_interval', default=60, min=1,
                help='Seconds between two reads of every cell database. A failed read keeps '
                     'that cell\'s last good data and is tried again at the next interval.'),
+    cfg.FloatOpt('max_age', default=0.0, min=-1.0,
+                 help='How old, in seconds, a candidate compute node\'s NUMA topology and '
+                      'PCI pools may be when a request that asks for NUMA (a NUMA topology, '
+                      'pinned CPUs) or PCI devices is decided; older, the request first '
+                      'reads just its candidates\' rows (one SELECT per cell, ``uuid IN '
+                      '(...)``). 0, the default: before every such request, as '
+                      'nova-scheduler reads its candidates\' compute nodes per request, so '
+                      'an instance that nova-compute has claimed is never fitted again '
+                      'into the same NUMA cell or PCI device. -1: only with the periodic '
+                      'sync. Requests without NUMA or PCI never wait for a read.'),
     cfg.FloatOpt('startup_sync_timeout', default=10.0, min=0.0,
                  help='At start-up, seconds to wait for the first read before taking calls; '
                       'the service starts anyway when it takes longer. 0: do not wait.'),

@@ -17,8 +17,10 @@ service's data:
   (its request groups ``<request_id>-<n>`` are in the candidate's mappings) is
   already counted by Placement. When the pools say which provider they are
   (the ``rp_uuid`` tag nova-compute adds with PCI in Placement), the request is
-  checked against exactly those pools, so that NUMA affinity still applies;
-  otherwise Placement's answer is taken as it is.
+  checked against exactly those pools, and they must still serve it as above
+  (an alias's ``product_id`` is not a trait Placement checked; nova-compute
+  would refuse the claim) and meet its NUMA affinity; otherwise Placement's
+  answer is taken as it is.
 """
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ from scheduler.request.pci import PciRequest
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
 
-#: Spec keys that say what Placement allocates, not what a pool is.
-PLACEMENT_ONLY_KEYS = frozenset({'resource_class', 'traits'})
+#: Spec keys that say what Placement allocates, not what a pool is (``rp_uuids``:
+#: the providers a move's earlier allocation took the devices from).
+PLACEMENT_ONLY_KEYS = frozenset({'resource_class', 'traits', 'rp_uuids'})
 NO_POOLS = 'no PCI device pools known for the host'
 
 
@@ -74,7 +77,8 @@ def fit_requests(stats: HostPciStats | None, requests: Sequence[PciRequest], *,
             providers = {rp for g in groups for rp in mappings[g]}
             if not any('rp_uuid' in p.tags for p in pools):
                 continue  # Placement counted them; no pool says more
-            eligible = [i for i, p in enumerate(pools) if p.tags.get('rp_uuid') in providers]
+            eligible = [i for i, p in enumerate(pools)
+                        if p.tags.get('rp_uuid') in providers and serves(p, request)]
         elif stats is None:
             return PciFit(False, NO_POOLS)
         else:

@@ -101,14 +101,15 @@ def parse_aliases(values: Iterable[str]) -> dict[str, Alias]:
 def requested_pci(spec: RequestSpec, aliases: Mapping[str, Alias] | None = None
                   ) -> list[PciRequest]:
     """The PCI requests of ``spec``; RequestTranslationError for an alias nobody defined."""
-    requests = [_from_primitive(r) for r in _primitives(spec)]
+    requests = [_from_primitive(r) for r in requested_primitives(spec)]
     flavor_aliases = (spec.flavor.extra_specs or {}).get(ALIAS_EXTRA_SPEC)
     if flavor_aliases and not any(r.alias_name for r in requests):
         requests.extend(_from_aliases(spec, flavor_aliases, aliases or {}))
     return [r for r in requests if r.count > 0]
 
 
-def _primitives(spec: RequestSpec) -> list[dict[str, Any]]:
+def requested_primitives(spec: RequestSpec) -> list[dict[str, Any]]:
+    """The spec's own InstancePCIRequest primitives (no aliases resolved)."""
     data = unwrap(spec.pci_requests or {})
     return [r for r in data.get('requests') or () if isinstance(r, dict)]
 

@@ -14,6 +14,7 @@ import pytest
 
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader, CellDatabaseSync
+from scheduler.exceptions import NoValidHost
 from scheduler.filters.numa_topology import NUMATopologyFilter
 from scheduler.host_state import HostState
 from scheduler.objects.spec import Flavor, RequestSpec
@@ -135,3 +136,32 @@ def test_the_service_reads_the_cell_database_and_places_a_two_node_guest_where_i
 
     assert [(s.service_host, s.nodename) for s in selections] == [('big', 'big.example.org')]
     assert set(placement_client.get_allocations(instance).allocations) == {BIG}
+
+
+def test_what_nova_compute_claimed_a_moment_ago_is_read_before_the_next_numa_request(
+        cell_db: CellDatabase, start_scheduler, placement_client):
+    # The periodic read is a minute apart; a NUMA request reads its candidates'
+    # rows itself (as nova-scheduler does per request), so a NUMA cell that
+    # nova-compute just filled is not offered again.
+    cell_db.insert(ROWS[:1])
+    assert add_host(placement_client, 'big.example.org', vcpus=16, ram_mb=65536) == BIG
+    running = start_scheduler(**{
+        'filter_scheduler.enabled_filters': ['ComputeFilter', 'NUMATopologyFilter'],
+        'cell_database.connections': [cell_db.reader_url],
+        'cell_database.sync_interval': 3600})
+    two_nodes = encode_request_spec(boot_spec(vcpus=4, ram_mb=4096,
+                                              extra_specs={'hw:numa_nodes': '2'}))
+    [first, second] = new_uuids(2)
+    [selections] = running.client.select_destinations(CONTEXT, two_nodes, [first],
+                                                       return_alternates=False)
+    assert selections[0].service_host == 'big'
+
+    cell_db.set_numa_topology(BIG, numa_topology_json(
+        *(numa_cell(i, cpuset=cpus, memory=8192, memory_usage=8192,
+                    pages=((4, 2097152, 2097152),))
+          for i, cpus in ((0, [0, 1, 2, 3]), (1, [8, 9, 10, 11])))))
+
+    with pytest.raises(NoValidHost):
+        running.client.select_destinations(CONTEXT, two_nodes, [second],
+                                           return_alternates=False)
+    assert placement_client.get_allocations(second).allocations == {}

@@ -239,3 +239,139 @@ def test_a_catalog_record_takes_the_cell_database_s_supported_instances(tmp_path
 
     record = catalog.record_for_provider(uuid_for('cn1'), None)
     assert record.supported_instances == [('x86_64', 'kvm', 'hvm')]
+
+
+# Per-request reads ([cell_database] max_age) --------------------------------------------------
+
+OTHER_CELL = numa_topology_json(numa_cell(0, cpuset=[5, 6], pcpuset=[7]))
+
+
+class CountingReader(CellDatabaseReader):
+    """A reader that counts the uuids it was asked for and can act while it reads."""
+
+    def __init__(self, url, during_read=None):
+        super().__init__(url)
+        self.asked: list[list[str]] = []
+        self.during_read = during_read
+
+    def read(self):
+        result = super().read()
+        if self.during_read is not None:
+            self.during_read()
+        return result
+
+    def read_nodes(self, provider_uuids):
+        self.asked.append(sorted(provider_uuids))
+        return super().read_nodes(provider_uuids)
+
+
+def set_topology(path, name, topology):
+    with sqlite3.connect(path) as db:
+        db.execute('UPDATE compute_nodes SET numa_topology = ? WHERE hypervisor_hostname = ?',
+                   (topology, name))
+
+
+def cpuset(catalog, name):
+    return catalog.record_for_provider(uuid_for(name), None).numa_topology.cells[0].cpuset
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_request_reads_its_candidates_rows_before_it_is_decided(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    path = tmp_path / 'cell1.db'
+    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(path, [row('cn1'),
+                                                                            row('cn2')]))],
+                            interval=60, max_age=0)
+    assert sync.sync_once()
+    set_topology(path, 'cn1', OTHER_CELL)
+    set_topology(path, 'cn2', OTHER_CELL)
+
+    sync.fresh_nodes([uuid_for('cn1')])
+
+    assert cpuset(catalog, 'cn1') == {5, 6}   # read again: nova-compute's claim is seen
+    assert cpuset(catalog, 'cn2') == {0, 1}   # not a candidate: not read
+
+
+def test_rows_younger_than_max_age_are_not_read_again(tmp_path):
+    catalog, clock = HostCatalog(default_cell_uuid=CELL_UUID), Clock()
+    path = tmp_path / 'cell1.db'
+    reader = CountingReader(sqlite_cell(path, [row('cn1')]))
+    sync = CellDatabaseSync(catalog, [reader], interval=60, max_age=5, clock=clock)
+    assert sync.sync_once()
+    set_topology(path, 'cn1', OTHER_CELL)
+
+    clock.now += 5
+    sync.fresh_nodes([uuid_for('cn1')])
+    assert (reader.asked, cpuset(catalog, 'cn1')) == ([], {0, 1})
+
+    clock.now += 0.1
+    sync.fresh_nodes([uuid_for('cn1')])
+    assert (reader.asked, cpuset(catalog, 'cn1')) == ([[uuid_for('cn1')]], {5, 6})
+
+
+def test_with_max_age_minus_one_only_the_periodic_sync_reads(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    reader = CountingReader(sqlite_cell(tmp_path / 'cell1.db', [row('cn1')]))
+    sync = cell_db_sync_from_conf(conf_with(connections=[reader.label], max_age=-1), catalog)
+    sync._readers = [reader]
+    assert sync.sync_once()
+
+    sync.fresh_nodes([uuid_for('cn1'), uuid_for('unknown')])
+
+    assert reader.asked == []
+
+
+def test_a_node_is_read_from_the_cell_that_had_it_and_an_unknown_one_from_every_cell(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    cell1 = CountingReader(sqlite_cell(tmp_path / 'cell1.db', [row('cn1')]))
+    cell2 = CountingReader(sqlite_cell(tmp_path / 'cell2.db', [row('cn2')]))
+    sync = CellDatabaseSync(catalog, [cell1, cell2], interval=60, max_age=0)
+    assert sync.sync_once()
+
+    sync.fresh_nodes([uuid_for('cn1'), uuid_for('cn2'), uuid_for('new')])
+
+    assert cell1.asked == [sorted([uuid_for('cn1'), uuid_for('new')])]
+    assert cell2.asked == [sorted([uuid_for('cn2'), uuid_for('new')])]
+
+
+def test_a_periodic_read_begun_earlier_never_replaces_a_row_a_request_read_later(tmp_path):
+    catalog, clock = HostCatalog(default_cell_uuid=CELL_UUID), Clock()
+    path = tmp_path / 'cell1.db'
+    url = sqlite_cell(path, [row('cn1'), row('cn2')])
+
+    def a_request_reads_cn1_meanwhile():
+        set_topology(path, 'cn1', OTHER_CELL)
+        clock.now += 1
+        sync.fresh_nodes([uuid_for('cn1')])
+
+    sync = CellDatabaseSync(catalog, [CountingReader(url, a_request_reads_cn1_meanwhile)],
+                            interval=60, max_age=0, clock=clock)
+    assert sync.sync_once()   # its rows were read before the request's
+
+    assert cpuset(catalog, 'cn1') == {5, 6}
+    assert cpuset(catalog, 'cn2') == {0, 1}
+
+
+def test_a_cell_that_cannot_be_read_for_a_request_leaves_the_last_good_rows(tmp_path, caplog):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    path = tmp_path / 'cell1.db'
+    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(path, [row('cn1')]))],
+                            interval=60, max_age=0)
+    assert sync.sync_once()
+    with sqlite3.connect(path) as db:
+        db.execute('DROP TABLE compute_nodes')
+
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        sync.fresh_nodes([uuid_for('cn1')])
+
+    assert cpuset(catalog, 'cn1') == {0, 1}
+    [warning] = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert 'read of 1 candidate compute nodes failed (deciding with what was last read)' \
+        in warning

@@ -163,6 +163,23 @@ def test_pools_that_name_their_provider_narrow_a_placed_request_to_those_devices
                             numa=on_cell0).passed
 
 
+def test_a_placed_request_still_needs_a_device_its_spec_matches():
+    # Placement matched the alias's trait on the PF's provider; the alias's
+    # product_id names the other device. nova-compute's claim would fail.
+    pf, vf = uuid_for('cn1:pci:pf'), uuid_for('cn1:pci:pci')
+    host_pools = pools({'count': 1, 'product_id': '1528',
+                        'tags': {'dev_type': 'type-PF', 'rp_uuid': pf}},
+                       {'count': 1, 'tags': {'dev_type': 'type-PCI', 'rp_uuid': vf}})
+    [request] = [PciRequest(1, ({'resource_class': 'CUSTOM_MY_DEV', 'traits': 'A_PF',
+                                 'product_id': '154d', 'rp_uuids': pf},),
+                            alias_name='a-pci', request_id=REQUEST_ID)]
+
+    refused = fit_requests(host_pools, [request], mappings=placed(1, [pf]))
+    assert not refused.passed
+    assert refused.reason.startswith('not enough free PCI devices')
+    assert fit_requests(host_pools, [request], mappings=placed(1, [vf])).passed
+
+
 def test_candidates_keep_their_order_when_some_are_pruned():
     rp = uuid_for('cn1:pci:0')
     first, second, third = (

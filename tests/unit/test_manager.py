@@ -470,6 +470,46 @@ def test_a_rebuild_check_that_names_no_host_is_invalid_input(fake, make_manager)
     assert fake.calls == []
 
 
+# ------------------------------------------------------- fresh NUMA and PCI host data
+
+TWO_NODES = Flavor(vcpus=2, memory_mb=512, root_gb=1, extra_specs={'hw:numa_nodes': '2'})
+
+
+@pytest.mark.parametrize('asks,fields', [
+    ('nothing', {}),
+    ('a NUMA topology', {'flavor': TWO_NODES}),
+    ('a PCI alias', {'flavor': Flavor(vcpus=1, memory_mb=512, root_gb=1,
+                                      extra_specs={'pci_passthrough:alias': 'nic:1'})}),
+])
+def test_a_request_that_uses_numa_or_pci_data_reads_its_candidates_first(fake, asks, fields):
+    # Nova reads its candidates' compute nodes per request; what nova-compute
+    # claimed a moment ago (pinned CPUs, devices) must not be fitted again.
+    roots = {fake.add_compute(name) for name in ('h1', 'h2')}
+    read: list[set[str]] = []
+    manager = SchedulerManager(make_conf(), placement=fake,
+                               catalog=HostCatalog(default_cell_uuid=CELL1), filters=[],
+                               weighers=[_ram_weigher()], request_filters=[],
+                               refresh_compute_nodes=lambda uuids: read.append(set(uuids)))
+
+    select(manager, spec(**fields), uuids(1))
+
+    assert read == ([] if asks == 'nothing' else [roots])
+
+
+def test_a_rebuild_check_with_a_numa_topology_reads_its_host_first(fake):
+    root = fake.add_compute('h1')
+    read: list[set[str]] = []
+    manager = SchedulerManager(make_conf(), placement=fake,
+                               catalog=HostCatalog(default_cell_uuid=CELL1), filters=[],
+                               weighers=[_ram_weigher()], request_filters=[],
+                               refresh_compute_nodes=lambda uuids: read.append(set(uuids)))
+
+    select(manager, spec(rebuild=True, force_hosts=['h1'], flavor=TWO_NODES),
+           uuids(1))
+
+    assert read == [{root}]
+
+
 # ---------------------------------------------------------------------- failure reasons
 
 LONG = 'x' * 3000
