@@ -28,7 +28,6 @@ from oslo_config import cfg
 
 from bench.synthetic import CELL_UUID, REQUEST_RESOURCES, SyntheticCloud, make_cloud
 from placement_client.client import decode_json
-from placement_client.gc_pause import paused_gc
 from placement_client.models import Candidates
 from scheduler import conf as scheduler_conf
 from scheduler import explain, plugins
@@ -37,6 +36,7 @@ from scheduler.catalog.hosts_file import parse_hosts
 from scheduler.context import RequestContext
 from scheduler.filters.compute import ComputeFilter
 from scheduler.manager import SchedulerManager
+from scheduler.memory import paused_gc
 from scheduler.objects.spec import Flavor, ImageMeta, ImageMetaProps, InstanceGroup, RequestSpec
 
 KINDS = ('one', 'ten', 'group10')

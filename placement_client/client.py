@@ -34,12 +34,12 @@ from placement_client.exceptions import (
     ConsumerGenerationConflict,
     NotFound,
     PlacementAuthError,
+    PlacementConfigError,
     PlacementError,
     PlacementUnavailable,
     PlacementVersionTooOld,
     ProviderGenerationConflict,
 )
-from placement_client.gc_pause import paused_gc
 from placement_client.models import (
     AllocationRequest,
     Candidates,
@@ -49,9 +49,6 @@ from placement_client.models import (
     ResourceUsage,
 )
 from placement_client.query import AllocationCandidatesQuery
-from scheduler import metrics
-from scheduler.conf.placement import GROUP
-from scheduler.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)
 
@@ -147,28 +144,51 @@ def error_from_response(response: requests.Response, *, method: str = '',
 
 # ----------------------------------------------------------------- construction
 
+#: The option group the client reads unless told otherwise (nova.conf's name for it).
+DEFAULT_GROUP = 'placement'
 
-def _load_adapter(conf: cfg.ConfigOpts) -> ks_adapter.Adapter:
-    """The keystoneauth1 Adapter for ``[placement]``, loaded the way Nova loads it.
+
+def error_kind(error: BaseException) -> str:
+    """A short, bounded label for a failed call: for counting, never for users."""
+    if isinstance(error, PlacementUnavailable):
+        return 'unavailable'
+    if isinstance(error, PlacementAuthError):
+        return 'auth'
+    if isinstance(error, PlacementError) and error.status is not None:
+        return status_kind(error.status)
+    return 'other'
+
+
+def _ignore(kind: str) -> None:
+    pass
+
+
+def status_kind(status: int) -> str:
+    return {400: 'bad_request', 401: 'auth', 403: 'auth', 404: 'not_found', 406: 'version',
+            409: 'conflict'}.get(status, 'client_error' if 400 <= status < 500 else 'other')
+
+
+def _load_adapter(conf: cfg.ConfigOpts, group: str) -> ks_adapter.Adapter:
+    """The keystoneauth1 Adapter for ``[group]``, loaded the way Nova loads ``[placement]``.
 
     Refuses a configuration without an auth plugin: keystoneauth would then
     talk to Placement unauthenticated, which must be the operator's explicit
     choice (``auth_type = none``), never an accident of an empty section.
     """
     try:
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+        auth = ks_loading.load_auth_from_conf_options(conf, group)
     except (ks_exc.ClientException, cfg.Error) as exc:
-        raise ConfigurationError(f'[{GROUP}] auth plugin cannot be loaded: {exc}') from exc
+        raise PlacementConfigError(f'[{group}] auth plugin cannot be loaded: {exc}') from exc
     if auth is None:
-        raise ConfigurationError(
-            f'[{GROUP}] auth_type is not set: the scheduler will not talk to Placement '
+        raise PlacementConfigError(
+            f'[{group}] auth_type is not set: this client will not talk to Placement '
             'without an auth plugin. Configure keystone credentials (for example '
             'auth_type = password) or, for a Placement without authentication, set '
             'auth_type = none (or admin_token with a token) and an endpoint.')
     if isinstance(auth, token_endpoint.Token) and not auth.token:
-        raise ConfigurationError(f'[{GROUP}] auth_type = admin_token needs [{GROUP}] token')
+        raise PlacementConfigError(f'[{group}] auth_type = admin_token needs [{group}] token')
     try:
-        session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
+        session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
         if not environment_configures_requests():
             # requests would look for proxies, a CA bundle and a netrc file on
             # every call and find none (0.15 ms a call); it is told once.
@@ -176,10 +196,10 @@ def _load_adapter(conf: cfg.ConfigOpts) -> ks_adapter.Adapter:
         # Our retry policy is the only one (bounded, with jitter, counted in
         # PlacementUnavailable.attempts), and we look at every status ourselves.
         return ks_loading.load_adapter_from_conf_options(
-            conf, GROUP, session=session, auth=auth, raise_exc=False,
+            conf, group, session=session, auth=auth, raise_exc=False,
             connect_retries=0, status_code_retries=0, client_name='placement-scheduler')
     except (TypeError, ValueError, ks_exc.ClientException) as exc:
-        raise ConfigurationError(f'[{GROUP}] invalid session/adapter options: {exc}') from exc
+        raise PlacementConfigError(f'[{group}] invalid session/adapter options: {exc}') from exc
 
 
 def environment_configures_requests() -> bool:
@@ -226,19 +246,27 @@ class _Retryable(Exception):
 class PlacementClient:
     """Talks to Placement through one keystoneauth1 Adapter; thread-safe."""
 
-    def __init__(self, conf: cfg.ConfigOpts, *, adapter: Any = None,
+    def __init__(self, conf: cfg.ConfigOpts, *, group: str = DEFAULT_GROUP, adapter: Any = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 rng: Callable[[], float] = random.random):
+                 rng: Callable[[], float] = random.random,
+                 on_error: Callable[[str], None] | None = None):
         self._conf = conf
-        self._adapter = adapter if adapter is not None else _load_adapter(conf)
+        self._group = group
+        self._adapter = adapter if adapter is not None else _load_adapter(conf, group)
         self._sleep = sleep
         self._rng = rng
+        # Told the kind of every call that fails (error_kind); the scheduler counts them.
+        self._on_error = on_error or _ignore
         self.max_microversion: str | None = None
 
     @classmethod
-    def from_conf(cls, conf: cfg.ConfigOpts) -> PlacementClient:
-        """Build from ``[placement]``; ConfigurationError when no auth plugin is configured."""
-        return cls(conf)
+    def from_conf(cls, conf: cfg.ConfigOpts, *, group: str = DEFAULT_GROUP,
+                  on_error: Callable[[str], None] | None = None) -> PlacementClient:
+        """Build from the options in ``[group]`` (keystoneauth's session, auth and
+        adapter options, and ``connect_timeout``, ``read_timeout``, ``max_retries``,
+        ``retry_backoff``, ``retry_backoff_max``); PlacementConfigError when no auth
+        plugin is configured."""
+        return cls(conf, group=group, on_error=on_error)
 
     # ------------------------------------------------------------ low level
 
@@ -253,10 +281,24 @@ class PlacementClient:
         return self._send(method, url, microversion=microversion, json=json, params=params,
                           request_id=request_id).response
 
-    @metrics.count_placement_errors
     def _send(self, method: str, url: str, *, microversion: str | None, json: Any = None,
               params: Any = None, request_id: str | None = None) -> _Outcome:
-        opts = self._conf[GROUP]
+        """:meth:`_send_with_retries`, telling ``on_error`` of every call that ends in an
+        exception or an error status (what the typed methods then raise)."""
+        try:
+            outcome = self._send_with_retries(method, url, microversion=microversion,
+                                              json=json, params=params, request_id=request_id)
+        except PlacementError as e:
+            self._on_error(error_kind(e))
+            raise
+        if outcome.response.status_code >= 400:
+            self._on_error(status_kind(outcome.response.status_code))
+        return outcome
+
+    def _send_with_retries(self, method: str, url: str, *, microversion: str | None,
+                           json: Any = None, params: Any = None,
+                           request_id: str | None = None) -> _Outcome:
+        opts = self._conf[self._group]
         attempts_allowed = opts.max_retries + 1
         rid = request_id if request_id and _REQUEST_ID_RE.match(request_id) else new_request_id()
         headers = {'Accept': 'application/json', 'X-OpenStack-Request-ID': rid}
@@ -304,7 +346,7 @@ class PlacementClient:
                                        attempts=1) from exc
         except (ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure) as exc:
             raise PlacementUnavailable(
-                f'no Placement endpoint: {exc} (check [{GROUP}] endpoint_override, '
+                f'no Placement endpoint: {exc} (check [{self._group}] endpoint_override, '
                 'service_type, valid_interfaces, region_name)', attempts=1) from exc
         except (ks_exc.Unauthorized, ks_exc.Forbidden, ks_exc.AuthorizationFailure,
                 ks_exc.AuthPluginException) as exc:
@@ -328,7 +370,7 @@ class PlacementClient:
 
     def _backoff(self, failed_attempt: int) -> float:
         """Full jitter: uniform in [0, min(max, base * 2**(n-1))] after attempt n."""
-        opts = self._conf[GROUP]
+        opts = self._conf[self._group]
         ceiling = min(opts.retry_backoff_max, opts.retry_backoff * (2 ** (failed_attempt - 1)))
         return self._rng() * ceiling
 
@@ -500,10 +542,11 @@ def _same_claim(current: ConsumerAllocations, sent: AllocationRequest, project_i
 
 
 def decode_json(content: bytes) -> Any:
-    """A response body as Python values (:func:`placement_client.json_body.loads`),
-    with the garbage collector paused for large answers."""
-    with paused_gc():
-        return json_body.loads(content)
+    """A response body as Python values (:func:`placement_client.json_body.loads`).
+
+    The caller decides about the garbage collector: the scheduler pauses it for
+    the whole of a request (scheduler/memory/), not call by call."""
+    return json_body.loads(content)
 
 
 def _json(response: requests.Response) -> Mapping[str, Any]:

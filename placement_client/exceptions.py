@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 
+class PlacementConfigError(Exception):
+    """The client's options cannot work (no auth plugin, one that does not load,
+    invalid session or adapter options); raised while the client is built."""
+
+
 class PlacementError(Exception):
     """Placement answered with an error the caller has to handle.
 

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scheduler.filters.handler import FilterStep
+    from scheduler.host_table import WeighedHost
     from scheduler.objects.selection import Selection
-    from scheduler.weights.base import Exclusion, WeighedHost
+    from scheduler.weights.base import Exclusion
 
 #: Longest reason sent to the caller; Nova stores it in the instance fault.
 MAX_REASON_LENGTH = 512

@@ -21,20 +21,68 @@ from __future__ import annotations
 
 import collections
 import datetime
+import functools
+import logging
+import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from placement_client.models import AllocationRequest, Candidates, summary_from_json
+from scheduler.filters.base import host_label
 from scheduler.host_state import SHARING_TRAIT, HostRecord, HostState
 
 if TYPE_CHECKING:
     from scheduler.objects.spec import Aggregate
-    from scheduler.weights.base import WeighedHost
+
+# The multiplier warning keeps the logger it always had, which log configs may name.
+_WEIGHTS_LOG = logging.getLogger('scheduler.weights.base')
 
 _EPOCH_NAN = float('nan')
+
+
+# What weighing hands out (weights/base.py uses them too); here, below the weighers.
+@dataclass
+class WeighedHost:
+    """A host with its total weight and each weigher's share of it."""
+
+    host: HostState
+    weight: float = 0.0
+    #: weigher class name -> multiplier * normalised value
+    contributions: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def obj(self) -> HostState:
+        """Nova's WeighedObject attribute, for weighers that override weigh_objects."""
+        return self.host
+
+    def __repr__(self) -> str:
+        return f'WeighedHost({host_label(self.host)!r}, {self.weight:.4f})'
+
+
+def multiplier_from_values(option_name: str, values: set[str],
+                           config_value: float) -> float:
+    """:func:`get_weight_multiplier` from the metadata values of one host's aggregates."""
+    if not values:
+        return float(config_value)
+    try:
+        parsed = [float(v) for v in values]
+        if not all(math.isfinite(v) for v in parsed):
+            raise ValueError('not a finite number')
+    except (TypeError, ValueError):
+        _warn_unparsable(option_name, tuple(sorted(map(str, values))))
+        return float(config_value)
+    return min(parsed)
+
+
+@functools.lru_cache(maxsize=256)
+def _warn_unparsable(option_name: str, values: tuple[str, ...]) -> None:
+    # Cached so that one bad aggregate logs once, not once per host per request.
+    _WEIGHTS_LOG.warning('Could not decode aggregate metadata %s=%s as a weight multiplier; '
+                         'using the configured value', option_name, list(values))
 
 
 def _stat(stats: Mapping[str, str], key: str) -> int:
@@ -212,7 +260,6 @@ class HostTable:
         return float(config_value) if column is None else column[rows]
 
     def _multiplier_column(self, option: str, config_value: float) -> np.ndarray | None:
-        from scheduler.weights.base import multiplier_from_values
         setting = [(aggregate.metadata[option], rows) for aggregate, rows in self._aggregate_rows
                    if option in aggregate.metadata]
         if not setting:
@@ -432,7 +479,6 @@ class WeighedView(Sequence['WeighedHost']):
         return int(np.count_nonzero(self._weights_in == self._weights_in.max()))
 
     def _item(self, i: int) -> WeighedHost:
-        from scheduler.weights.base import WeighedHost
         p = self.position(i)
         return WeighedHost(self.table.host(int(self._rows_in[p])), float(self._weights_in[p]),
                            {name: float(v[p]) for name, v in self._contributions.items()})

@@ -29,7 +29,6 @@ from oslo_config import cfg
 
 from placement_client import exceptions as pexc
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
-from placement_client.gc_pause import paused_gc
 from placement_client.models import AllocationRequest, Candidates, ConsumerAllocations
 from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
@@ -41,9 +40,9 @@ from scheduler.exceptions import FilterError, WeigherError
 from scheduler.filters.handler import apply_filters
 from scheduler.host_state import HostState, build_host_states
 from scheduler.host_table import HostTable
+from scheduler.memory import DeferredRelease, paused_gc
 from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
-from scheduler.release import DeferredRelease
 from scheduler.request.filters import run_request_filters
 from scheduler.request.node_details import uses_compute_node_details
 from scheduler.request.translate import build_query, fallback_query_needed
@@ -151,7 +150,7 @@ class SchedulerManager:
         finally:
             # The trace holds this request's host table (the weighed hosts) and
             # through it Placement's answer: freed once the reply is on its way
-            # (scheduler/release.py).
+            # (scheduler/memory/release.py).
             self.release.later(trace)
 
     def _decide_and_answer(self, context: RequestContext, spec: RequestSpec,
@@ -254,9 +253,7 @@ class SchedulerManager:
         az = self.conf.default_availability_zone
         with metrics.stage('host_states'):
             if self.conf.scheduler.columnar_host_states:
-                with paused_gc():
-                    table = HostTable(candidates, self.catalog, default_availability_zone=az)
-                return table.view()
+                return HostTable(candidates, self.catalog, default_availability_zone=az).view()
             return build_host_states(candidates, self.catalog, default_availability_zone=az)
 
     def _rebuild_check(self, context: RequestContext, spec: RequestSpec,

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from placement_client import exceptions as pexc
 from scheduler import exceptions as exc
 
 F = TypeVar('F', bound=Callable[..., Any])
@@ -323,38 +322,10 @@ def claim_conflict(kind: str) -> None:
     CLAIM_CONFLICTS.inc(kind=kind)
 
 
-def placement_error_kind(error: BaseException) -> str:
-    if isinstance(error, pexc.PlacementUnavailable):
-        return 'unavailable'
-    if isinstance(error, pexc.PlacementAuthError):
-        return 'auth'
-    if isinstance(error, pexc.PlacementError) and error.status is not None:
-        return placement_status_kind(error.status)
-    return 'other'
-
-
-def placement_status_kind(status: int) -> str:
-    return {400: 'bad_request', 401: 'auth', 403: 'auth', 404: 'not_found', 406: 'version',
-            409: 'conflict'}.get(status, 'client_error' if 400 <= status < 500 else 'other')
-
-
-def count_placement_errors(send: F) -> F:
-    """Decorate the Placement client's one request path: count every call that ends
-    in an exception or an error status (what the typed methods then raise)."""
-
-    @functools.wraps(send)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            outcome = send(*args, **kwargs)
-        except pexc.PlacementError as e:
-            PLACEMENT_ERRORS.inc(kind=placement_error_kind(e))
-            raise
-        status = getattr(getattr(outcome, 'response', None), 'status_code', None)
-        if isinstance(status, int) and status >= 400:
-            PLACEMENT_ERRORS.inc(kind=placement_status_kind(status))
-        return outcome
-
-    return wrapper  # type: ignore[return-value]
+def count_placement_error(kind: str) -> None:
+    """The Placement client's ``on_error``: one failed call of that kind
+    (``placement_client.client.error_kind``)."""
+    PLACEMENT_ERRORS.inc(kind=kind)
 
 
 def watch_catalog(catalog: Any, cleanups: Any) -> None:

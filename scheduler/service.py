@@ -9,7 +9,6 @@ from oslo_config import cfg
 from oslo_messaging.rpc import dispatcher
 
 from placement_client import exceptions as pexc
-from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
 from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
@@ -18,6 +17,7 @@ from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
 from scheduler.claims import PendingCleanups
+from scheduler.conf.placement import load_client
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
 from scheduler.request.filters import load_request_filters
@@ -76,7 +76,8 @@ class SchedulerService:
         filters = plugins.load_filters(conf)
         weighers = plugins.load_weighers(conf)
         request_filters = load_request_filters(conf.scheduler.request_filters)
-        self.placement = placement_client or PlacementClient.from_conf(conf)
+        self.placement = placement_client or load_client(
+            conf, on_error=metrics.count_placement_error)
         self._check_placement()
         # Segments of routed networks from Neutron, when [neutron] is configured.
         neutron = neutron_from_conf(conf)

@@ -51,7 +51,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.catalog.cell_db import ComputeNodeData
-from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid, read_hosts_file
+from scheduler.catalog.hosts_child import read_hosts_file
+from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid
 from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState
 from scheduler.exceptions import CatalogError
 from scheduler.host_state import HostRecord

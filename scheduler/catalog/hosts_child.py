@@ -1,4 +1,8 @@
-"""Reading a large hosts file in a short-lived child process.
+"""Reading the hosts file: a large one in a short-lived child process.
+
+:func:`read_hosts_file` is the entry point: a file up to :data:`CHILD_PARSE_BYTES`
+is parsed in this process (:func:`scheduler.catalog.hosts_file.read_hosts_in_process`),
+a larger one by a child.
 
 Parsing builds the whole document in memory (about 0.3 GB for 50,000 hosts)
 and frees it again, but a long-running worker keeps the fragmented heap: its
@@ -24,6 +28,7 @@ What the child writes: ``(False, message)`` for an error in the file, else
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import subprocess
 import sys
@@ -42,8 +47,24 @@ _CHILD_MODULE = 'scheduler.catalog.hosts_child'
 _EXIT_TIMEOUT = 10.0
 
 
+#: Hosts files larger than this are parsed in a short-lived child process, so
+#: that the worker only ever allocates what it keeps (doc/performance.md).
+CHILD_PARSE_BYTES = 4 * 1024 * 1024
+
+
+def read_hosts_file(path: str, *, default_cell_uuid: str) -> HostsFileContent:
+    """Read and validate ``path``; :class:`CatalogError` naming the file on any problem."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise CatalogError(f'{path}: cannot read the hosts file: {e.strerror or e}') from e
+    if size > CHILD_PARSE_BYTES:
+        return read_in_child(path, default_cell_uuid)
+    return read_hosts_in_process(path, default_cell_uuid=default_cell_uuid)
+
+
 def read_in_child(path: str, default_cell_uuid: str) -> HostsFileContent:
-    """What :func:`~scheduler.catalog.hosts_file.read_hosts_file` returns, parsed by
+    """What :func:`read_hosts_file` returns, parsed by
     a child process; :class:`CatalogError` for a problem in the file (the child's
     message, naming the file and the entry) or with the child itself."""
     # stderr goes to a file: nothing reads it while the records stream in, and

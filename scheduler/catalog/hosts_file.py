@@ -11,7 +11,6 @@ import datetime
 import ipaddress
 import json
 import math
-import os
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,27 +65,10 @@ def _load(text: str) -> Any:
     return yaml.load(text, Loader=_LOADER)
 
 
-#: Hosts files larger than this are parsed in a short-lived child process
-#: (:mod:`scheduler.catalog.hosts_child`), so that the worker only ever
-#: allocates what it keeps (doc/performance.md).
-CHILD_PARSE_BYTES = 4 * 1024 * 1024
-
-
-def read_hosts_file(path: str, *, default_cell_uuid: str) -> HostsFileContent:
-    """Read and validate ``path``; :class:`CatalogError` naming the file on any problem."""
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise CatalogError(f'{path}: cannot read the hosts file: {e.strerror or e}') from e
-    if size > CHILD_PARSE_BYTES:
-        # Imported here: hosts_child imports this module.
-        from scheduler.catalog.hosts_child import read_in_child
-        return read_in_child(path, default_cell_uuid)
-    return read_hosts_in_process(path, default_cell_uuid=default_cell_uuid)
-
-
 def read_hosts_in_process(path: str, *, default_cell_uuid: str) -> HostsFileContent:
-    """:func:`read_hosts_file` in this process, whatever the size of the file."""
+    """Read and validate ``path`` in this process, whatever its size; :class:`CatalogError`
+    naming the file on any problem. :func:`scheduler.catalog.hosts_child.read_hosts_file`
+    chooses between this and a child process."""
     try:
         with open(path, encoding='utf-8') as f:
             text = f.read()

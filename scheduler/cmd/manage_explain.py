@@ -286,17 +286,17 @@ def _explain(manager, spec: RequestSpec, top: int) -> explain.ExplainReport:
 
 
 def explain_live(conf, spec: RequestSpec, top: int) -> explain.ExplainReport:
-    from placement_client.client import PlacementClient
+    from scheduler.conf.placement import load_client
     from scheduler.service import build_catalog
 
-    manager = _manager(conf, PlacementClient.from_conf(conf), build_catalog(conf))
+    manager = _manager(conf, load_client(conf), build_catalog(conf))
     return _explain(manager, spec, top)
 
 
 def explain_simulated(conf, spec: RequestSpec, top: int, *, hosts: int, seed: int,
                       err: IO[str]) -> explain.ExplainReport:
-    from placement_client.client import PlacementClient
     from scheduler.catalog import HostCatalog
+    from scheduler.conf.placement import load_client
     from scheduler.simulate.cloud import CloudSpec, generate_cloud, seed_cloud
     from scheduler.simulate.embedded_placement import EmbeddedPlacement
     from scheduler.simulate.runner import use_placement
@@ -306,7 +306,7 @@ def explain_simulated(conf, spec: RequestSpec, top: int, *, hosts: int, seed: in
     try:
         placement.wipe()   # one embedded database per process: start from an empty cloud
         use_placement(conf, placement.url)
-        client = PlacementClient.from_conf(conf)
+        client = load_client(conf)
         seed_cloud(client, cloud)
         err.write(f'embedded Placement seeded with {hosts} hosts (seed {seed}, '
                   f'{len(cloud.availability_zones)} availability zones)\n')

@@ -181,15 +181,15 @@ def workers_check(*, topic: str, host: str, expected_workers: int,
 
 def check_configuration(conf: cfg.ConfigOpts) -> tuple[Check, Any]:
     """What ``scheduler-service`` refuses to start with; no network. (check, PlacementClient)."""
-    from placement_client.client import PlacementClient
     from scheduler import plugins
+    from scheduler.conf.placement import load_client
     from scheduler.request.filters import load_request_filters
 
     try:
         filters = plugins.load_filters(conf)
         weighers = plugins.load_weighers(conf)
         request_filters = load_request_filters(conf.scheduler.request_filters)
-        client = PlacementClient.from_conf(conf)
+        client = load_client(conf)
     except exc.ConfigurationError as e:
         return Check('config', FAILURE, f'the service would not start: {e}'), None
     return Check('config', OK, f'{len(filters)} filters, {len(weighers)} weighers, '

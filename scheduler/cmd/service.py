@@ -20,7 +20,7 @@ from oslo_log import log as oslo_logging
 
 from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
-from scheduler import heap
+from scheduler.memory import heap
 
 LOG = logging.getLogger(__name__)
 
@@ -138,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(conf)
     # Fail fast on what can be checked without the network, once, before forking.
     try:
-        from placement_client.client import PlacementClient
         from scheduler import plugins
+        from scheduler.conf.placement import load_client
         from scheduler.request.filters import load_request_filters
         plugins.load_filters(conf)
         plugins.load_weighers(conf)
         load_request_filters(conf.scheduler.request_filters)
-        PlacementClient.from_conf(conf)
+        load_client(conf)
     except exc.ConfigurationError as e:
         LOG.error('cannot start: %s', e)
         return EXIT_CONFIG

@@ -7,9 +7,14 @@ service's own: explicit timeouts and a bounded retry policy.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from oslo_config import cfg
 
+from placement_client.client import PlacementClient
+from placement_client.exceptions import PlacementConfigError
 from scheduler.conf.ksa import list_ksa_opts, register_ksa_group
+from scheduler.exceptions import ConfigurationError
 
 GROUP = 'placement'
 
@@ -49,3 +54,13 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
     return list_ksa_opts(placement_group, placement_opts, ADAPTER_DEFAULTS)
+
+
+def load_client(conf: cfg.ConfigOpts, *,
+                on_error: Callable[[str], None] | None = None) -> PlacementClient:
+    """The Placement client ``[placement]`` describes; ConfigurationError (the
+    service refuses to start) when its options cannot work."""
+    try:
+        return PlacementClient.from_conf(conf, group=GROUP, on_error=on_error)
+    except PlacementConfigError as e:
+        raise ConfigurationError(str(e)) from e

@@ -264,11 +264,11 @@ def run_simulation(hosts: int = 100, requests: int = 200, seed: int = 42, concur
 def _snapshot_of_configured_placement(conf: cfg.ConfigOpts,
                                       err: IO[str]) -> snapshot.CloudSnapshot:
     """Read-only: the client built from the file's [placement] sends GET requests only."""
-    from placement_client.client import PlacementClient
     from placement_client.exceptions import PlacementError
+    from scheduler.conf.placement import load_client
 
     try:
-        snap = snapshot.take_snapshot(PlacementClient.from_conf(conf),
+        snap = snapshot.take_snapshot(load_client(conf),
                                       source='placement of --config-file')
     except PlacementError as e:
         raise snapshot.SnapshotError(f'cannot read the configured Placement: {e}') from None
@@ -302,7 +302,7 @@ def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud | None,
          ) -> tuple[report.Summary, capacity.CapacityReport | None]:
     # Imported here: the embedded Placement and the service pull in heavy modules
     # that `scheduler-manage --help` must not pay for.
-    from placement_client.client import PlacementClient
+    from scheduler.conf.placement import load_client
     from scheduler.rpc.client import SchedulerClient
     from scheduler.rpc.transport import get_transport
     from scheduler.service import SchedulerService, build_catalog
@@ -321,7 +321,7 @@ def _run(conf: cfg.ConfigOpts, cloud: SyntheticCloud | None,
         _say(err, f'embedded Placement on {placement.url} ({phases["placement_start"]:.1f} s)')
 
         use_placement(conf, placement.url)
-        seeder = PlacementClient.from_conf(conf)
+        seeder = load_client(conf)
         t = clock()
         aggregates, host_count, disabled = _populate(seeder, cloud, snap, err)
         phases['seed'] = clock() - t

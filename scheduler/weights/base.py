@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from scheduler.exceptions import ConfigurationError, WeigherError
 from scheduler.filters.base import host_label
-from scheduler.host_table import HostView, WeighedView
+from scheduler.host_table import HostView, WeighedHost, WeighedView, multiplier_from_values
 from scheduler.vector_hooks import trusted_hook
 
 if TYPE_CHECKING:
@@ -52,24 +51,6 @@ class Exclusion:
     weigher: str
     host: HostState
     reason: str
-
-
-@dataclass
-class WeighedHost:
-    """A host with its total weight and each weigher's share of it."""
-
-    host: HostState
-    weight: float = 0.0
-    #: weigher class name -> multiplier * normalised value
-    contributions: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def obj(self) -> HostState:
-        """Nova's WeighedObject attribute, for weighers that override weigh_objects."""
-        return self.host
-
-    def __repr__(self) -> str:
-        return f'WeighedHost({host_label(self.host)!r}, {self.weight:.4f})'
 
 
 def normalize(values: Sequence[float], minval: float | None = None,
@@ -183,21 +164,6 @@ def get_weight_multiplier(host_state: HostState, option_name: str,
     return multiplier_from_values(option_name, values, config_value)
 
 
-def multiplier_from_values(option_name: str, values: set[str],
-                           config_value: float) -> float:
-    """:func:`get_weight_multiplier` from the metadata values of one host's aggregates."""
-    if not values:
-        return float(config_value)
-    try:
-        parsed = [float(v) for v in values]
-        if not all(math.isfinite(v) for v in parsed):
-            raise ValueError('not a finite number')
-    except (TypeError, ValueError):
-        _warn_unparsable(option_name, tuple(sorted(map(str, values))))
-        return float(config_value)
-    return min(parsed)
-
-
 def _weighable(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
                spec_obj: RequestSpec, excluded: list[Exclusion] | None) -> list[HostState]:
     kept = list(hosts)
@@ -228,13 +194,6 @@ def _warn_unweighable(weigher: str, host: str, reason: str) -> None:
     # Once per host and reason: the same host is left out of every request
     # until its data or the configuration changes.
     LOG.warning('%s leaves host %s out of scheduling: %s', weigher, host, reason)
-
-
-@functools.lru_cache(maxsize=256)
-def _warn_unparsable(option_name: str, values: tuple[str, ...]) -> None:
-    # Cached so that one bad aggregate logs once, not once per host per request.
-    LOG.warning('Could not decode aggregate metadata %s=%s as a weight multiplier; '
-                'using the configured value', option_name, list(values))
 
 
 def normalize_array(values: np.ndarray, minval: float | None = None,

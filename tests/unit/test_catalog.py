@@ -544,9 +544,9 @@ def test_a_json_hosts_file_reads_like_the_same_content_in_yaml(tmp_path):
 
 
 def test_a_large_file_is_parsed_in_a_child_process_with_the_same_result(tmp_path, monkeypatch):
-    from scheduler.catalog import hosts_child, hosts_file
+    from scheduler.catalog import hosts_child
     in_process = make_catalog(tmp_path)
-    monkeypatch.setattr(hosts_file, 'CHILD_PARSE_BYTES', 0)
+    monkeypatch.setattr(hosts_child, 'CHILD_PARSE_BYTES', 0)
     calls = []
     real_popen = hosts_child.subprocess.Popen
     monkeypatch.setattr(hosts_child.subprocess, 'Popen',
@@ -560,8 +560,8 @@ def test_a_large_file_is_parsed_in_a_child_process_with_the_same_result(tmp_path
 
 
 def test_a_child_parse_reports_the_same_error_naming_the_file_and_entry(tmp_path, monkeypatch):
-    from scheduler.catalog import hosts_file
-    monkeypatch.setattr(hosts_file, 'CHILD_PARSE_BYTES', 0)
+    from scheduler.catalog import hosts_child
+    monkeypatch.setattr(hosts_child, 'CHILD_PARSE_BYTES', 0)
     path = write(tmp_path, 'hosts: [{nodename: a, stats: {x: [1]}}]')
 
     with pytest.raises(CatalogError) as info:

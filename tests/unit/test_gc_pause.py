@@ -5,8 +5,7 @@ import gc
 
 import pytest
 
-from placement_client import gc_pause
-from placement_client.gc_pause import paused_gc
+from scheduler.memory import gc_pause, paused_gc
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from scheduler import heap
+from scheduler.memory import heap
 
 
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='glibc only')

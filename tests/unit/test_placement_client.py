@@ -34,6 +34,7 @@ from placement_client.exceptions import (
     ConsumerGenerationConflict,
     NotFound,
     PlacementAuthError,
+    PlacementConfigError,
     PlacementError,
     PlacementUnavailable,
     PlacementVersionTooOld,
@@ -127,6 +128,49 @@ def scripted_client(conf, *outcomes, rng=lambda: 1.0) -> tuple[PlacementClient, 
     adapter = ScriptedAdapter(*outcomes)
     sleeps: list[float] = []
     return PlacementClient(conf, adapter=adapter, sleep=sleeps.append, rng=rng), adapter, sleeps
+
+
+# ----------------------------------------------------------------- error counting
+
+
+@pytest.mark.parametrize('status,kind', [(400, 'bad_request'), (404, 'not_found'),
+                                         (409, 'conflict'), (406, 'version'),
+                                         (418, 'client_error')])
+def test_an_error_status_is_told_to_on_error_by_kind(conf, status, kind):
+    told: list[str] = []
+    client = PlacementClient(conf, adapter=ScriptedAdapter(make_response(status, {})),
+                             on_error=told.append)
+
+    client.request('GET', '/resource_providers', microversion=None)
+
+    assert told == [kind]
+
+
+def test_successful_answers_are_not_errors(conf):
+    told: list[str] = []
+    client = PlacementClient(conf, adapter=ScriptedAdapter(make_response(200, {}),
+                                                           make_response(204)),
+                             on_error=told.append)
+
+    client.request('GET', '/resource_providers', microversion=None)
+    client.request('DELETE', f'/allocations/{CONSUMER}', microversion=None)
+
+    assert told == []
+
+
+@pytest.mark.parametrize('outcomes,error,kind', [
+    ([make_response(503, text='down')] * 4, PlacementUnavailable, 'unavailable'),
+    ([make_response(401, text='no')], PlacementAuthError, 'auth'),
+])
+def test_a_failed_call_is_told_to_on_error_by_kind_and_raised(conf, outcomes, error, kind):
+    told: list[str] = []
+    client = PlacementClient(conf, adapter=ScriptedAdapter(*outcomes), sleep=lambda s: None,
+                             on_error=told.append)
+
+    with pytest.raises(error):
+        client.request('GET', '/resource_providers', microversion=None)
+
+    assert told == [kind]
 
 
 # ----------------------------------------------------------------- error mapping
@@ -491,17 +535,17 @@ def _conf_with(**overrides: Any):
 
 def test_no_auth_plugin_is_refused_at_construction():
     conf = _conf_with(auth_type=None)
-    with pytest.raises(ConfigurationError, match='auth_type is not set'):
+    with pytest.raises(PlacementConfigError, match='auth_type is not set'):
         PlacementClient.from_conf(conf)
 
 
 def test_admin_token_without_a_token_is_refused():
-    with pytest.raises(ConfigurationError, match='token'):
+    with pytest.raises(PlacementConfigError, match='token'):
         PlacementClient.from_conf(_conf_with(token=None))
 
 
 def test_an_unknown_auth_plugin_is_a_configuration_error():
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(PlacementConfigError):
         PlacementClient.from_conf(_conf_with(auth_type='no-such-plugin'))
 
 
@@ -518,8 +562,11 @@ def test_an_empty_placement_section_is_refused():
     conf = cfg.ConfigOpts()
     placement_opts.register_opts(conf)
     conf(args=[], default_config_files=[], default_config_dirs=[], use_env=False)
-    with pytest.raises(ConfigurationError, match='auth_type is not set'):
+    with pytest.raises(PlacementConfigError, match='auth_type is not set'):
         PlacementClient.from_conf(conf)
+    # What the service builds: a configuration error, so that it refuses to start.
+    with pytest.raises(ConfigurationError, match=r'\[placement\] auth_type is not set'):
+        placement_opts.load_client(conf)
 
 
 def test_admin_token_with_a_token_is_accepted():

@@ -12,7 +12,7 @@ import weakref
 import pytest
 
 from scheduler.host_table import HostTable
-from scheduler.release import DeferredRelease
+from scheduler.memory import DeferredRelease
 from tests.unit.test_manager import CONTEXT, select, spec, uuids
 
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from scheduler import heap
 from scheduler.cmd import service as cmd
+from scheduler.memory import heap
 
 REPO = Path(__file__).resolve().parents[2]
 

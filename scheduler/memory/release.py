@@ -14,7 +14,7 @@ the answer.
 The objects must be dead to everyone else (the request is over). They stay
 alive for about ``delay`` seconds more, so a worker holds at most the answers
 of the requests it finished within the last ``delay`` seconds. The garbage
-collector stays paused (placement_client/gc_pause.py) until they are freed:
+collector stays paused (scheduler/memory/gc_pause.py) until they are freed:
 enabled earlier, its next young collection would walk every one of them.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from placement_client import gc_pause
+from scheduler.memory import gc_pause
 
 #: Seconds between handing objects over and dropping them: long enough for the
 #: reply (already encoded) to be published, short enough to hold little memory.

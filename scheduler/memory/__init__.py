@@ -1,0 +1,21 @@
+"""The process's memory policy, in one place: how a request's objects are made,
+kept and freed.
+
+A request decodes a Placement answer of thousands of candidates, tables it and
+decides; at 1,000 candidates that is tens of thousands of small objects, at
+50,000 millions. Three measures keep that cheap (measured in doc/performance.md):
+
+* :func:`paused_gc` — the cyclic collector is paused while a request is served
+  (:mod:`.gc_pause`); the request path makes no reference cycles, so reference
+  counting frees everything. The manager enters it once per request.
+* :class:`DeferredRelease` — the request's large objects are dropped by a
+  background thread after the reply has left, not between decision and answer
+  (:mod:`.release`); the collector stays paused until they are gone.
+* :func:`release_free_memory` — once start-up is over, the C heap's free pages go
+  back to the system (:mod:`.heap`).
+"""
+from scheduler.memory.gc_pause import pause, paused_gc, resume
+from scheduler.memory.heap import release_free_memory
+from scheduler.memory.release import DeferredRelease
+
+__all__ = ['DeferredRelease', 'pause', 'paused_gc', 'release_free_memory', 'resume']
