@@ -110,7 +110,7 @@ def error_from_response(response: requests.Response, *, method: str = '',
 
     409s are told apart by Placement's code *and* detail text: consumer and
     provider generation conflicts share ``placement.concurrent_update``, and
-    over-capacity is a ``placement.undefined_code`` (reference/placement.md §7).
+    over-capacity is a ``placement.undefined_code`` (``placement/errors.py``).
     """
     status = response.status_code
     code, detail, placement_rid = _error_fields(response)

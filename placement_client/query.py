@@ -35,8 +35,8 @@ class RequestGroupQuery:
         s = self.suffix
         params: list[tuple[str, str]] = []
         # A group without resources gets no ``resources{S}=`` at all: Placement
-        # rejects an empty value with 400 (Nova sends it anyway; see
-        # reference section 8.5).
+        # rejects an empty value with 400 (Nova sends it anyway:
+        # nova.objects.request_spec.RequestGroup.to_queryparams).
         if self.resources:
             params.append((f'resources{s}', ','.join(
                 f'{rc}:{amount}' for rc, amount in sorted(self.resources.items()))))

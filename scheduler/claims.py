@@ -2,12 +2,13 @@
 
 A claim is ``PUT /allocations/{instance}`` with an allocation request
 Placement itself proposed. Placement's generations arbitrate races between
-schedulers (design principle 6): a provider-generation conflict is worth a
+schedulers (doc/design.md, D6): a provider-generation conflict is worth a
 bounded number of retries of the same claim; a capacity conflict means the
 candidate is gone, so the caller moves on.
 
 A consumer that already holds allocations is being moved without a migration
-consumer (evacuate, reference 4.2): the claim keeps what it holds and adds the
+consumer (evacuate; Nova's ``SchedulerReportClient.claim_resources`` meets it
+too): the claim keeps what it holds and adds the
 destination's allocations, at the consumer generation Placement reported.
 Undoing a claim gives back exactly what the claim took: a consumer this
 service created is deleted, a moved consumer gets its previous allocations
@@ -156,9 +157,10 @@ class Claimer:
         current = self.client.get_allocations(instance_uuid, request_id=request_id)
         if current.allocations or current.consumer_generation is not None:
             return current
-        # Placement's orphan-consumer trap (reference/placement.md §7): a failed
-        # PUT can leave an empty consumer behind whose generation GET does not
-        # show; the conflict's text names it.
+        # Placement's orphan-consumer trap (placement/handlers/allocation.py,
+        # _set_allocations_for_consumer): a PUT refused with 400 leaves an empty
+        # consumer behind whose generation GET does not show; the conflict's
+        # text names it.
         return ConsumerAllocations(instance_uuid, {}, conflict.expected)
 
 

@@ -1,7 +1,7 @@
 """HostState: one compute host (a root provider tree) as this request sees it.
 
 Resources come from Placement's provider summaries of *this* request
-(design principle 1): capacity and usage per resource class summed over the
+(doc/design.md, D1): capacity and usage per resource class summed over the
 host's provider tree. What Placement does not know (service host, cell,
 aggregates with metadata, instances, service liveness) comes from the
 HostCatalog. Attribute names follow Nova's HostState so that filters and
@@ -226,8 +226,8 @@ class HostState:
 def host_roots(candidates: Candidates) -> dict[str, list[AllocationRequest]]:
     """Allocation requests per compute host (root provider), in Placement's order.
 
-    Every request that touches a host's tree belongs to that host (design
-    principle 2), including requests that allocate only from nested children.
+    Every request that touches a host's tree belongs to that host
+    (doc/design.md, D2), including requests that allocate only from nested children.
     Sharing providers (``MISC_SHARES_VIA_AGGREGATE`` on their root) are not
     hosts: a request using shared storage belongs to the compute tree it also
     touches.

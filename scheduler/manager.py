@@ -678,7 +678,8 @@ def _plugin_failure(error: Exception) -> exc.NoValidHost:
 
 def forcing_skips_filters(spec: RequestSpec) -> bool:
     """Nova skips the filters for forced hosts/nodes unless a check type is set
-    (reference 4.6): a forced boot bypasses them, a rebuild check does not."""
+    (``HostManager.get_filtered_hosts``): a forced boot bypasses them, a rebuild
+    check does not."""
     return bool(spec.force_hosts or spec.force_nodes) and not spec.scheduler_hints.get(
         NOVA_CHECK_TYPE)
 

@@ -1,6 +1,7 @@
 """``scheduler.select_destinations.start`` / ``.end``, as Nova sends them.
 
-Nova (reference 3.1) wraps scheduling in two notifications of each enabled
+Nova (``SchedulerManager.select_destinations``) wraps scheduling in two
+notifications of each enabled
 format: the legacy one (publisher ``scheduler.<host>``, payload
 ``{"request_spec": <legacy request spec dict>}``) and the versioned
 ``SelectDestinationsNotification`` (publisher ``nova-scheduler:<host>``, a

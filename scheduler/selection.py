@@ -24,7 +24,8 @@ class Weighed(Protocol):
 def order_hosts(weighed: Sequence[Weighed], *, host_subset_size: int,
                 shuffle_best_same_weighed_hosts: bool,
                 rng: random.Random) -> Sequence[HostState]:
-    """Nova's ordering (reference 4.3): ``weighed`` is sorted, best first.
+    """Nova's ordering (``SchedulerManager._get_sorted_hosts``): ``weighed`` is
+    sorted, best first.
 
     Optionally shuffle the hosts tied at the top weight, then move one host
     picked at random from the first ``host_subset_size`` to the front; the
@@ -71,7 +72,8 @@ def _order_rows(weighed: WeighedView, *, host_subset_size: int,
 
 def prefilter_hosts(hosts: Iterable[HostState],
                     spec: RequestSpec) -> tuple[Sequence[HostState], dict[str, int]]:
-    """Nova's pre-filter host restrictions (reference 4.6), with counts of removals.
+    """Nova's pre-filter host restrictions (``HostManager.get_filtered_hosts``),
+    with counts of removals.
 
     A requested destination keeps only that host (and node), and only hosts in
     its cell unless it allows a cross-cell move (Nova's HostManager reads only

@@ -1,4 +1,4 @@
-"""The HostCatalog: what Placement does not know about hosts (DESIGN.md principle 3)."""
+"""The HostCatalog: what Placement does not know about hosts (doc/design.md, D3)."""
 from __future__ import annotations
 
 from scheduler.catalog.catalog import HostCatalog

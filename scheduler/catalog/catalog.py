@@ -4,7 +4,7 @@ Placement knows providers, their resources, traits and aggregate UUIDs. A
 scheduler also needs the service host and cell of each compute node, aggregate
 metadata (availability zones, weight overrides), the instances on each host and
 whether the compute service is disabled. Nova reads those from its databases;
-this service has none (DESIGN.md principle 3) and keeps them here, fed by
+this service has none (doc/design.md, D3) and keeps them here, fed by
 
 * a static hosts file (:mod:`scheduler.catalog.hosts_file`), loaded at start-up
   and replaced as a whole by :meth:`HostCatalog.load_file`;

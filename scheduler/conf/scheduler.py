@@ -34,7 +34,7 @@ _HONOURED_BY = (
     '``[scheduler] request_filters``; the option has no effect if that list leaves the '
     'filter out.')
 
-# Nova's request filters, in Nova's order (reference section 3.2). Nova runs them
+# Nova's request filters, in Nova's order (nova/scheduler/request_filter.py). Nova runs them
 # all on every request; each gated one does nothing while its option is off.
 # owner_nova_filter is left out: Nova adds OWNER_NOVA only once every nova-compute
 # reports service version 73 (Nova 34), which this service cannot read, and older

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scheduler.host_state import HostState
 
-#: Nova 34 HostState's data attributes (reference §5.1).
+#: Nova 34 HostState's data attributes (nova/scheduler/host_manager.py, HostState).
 NOVA_HOST_STATE_ATTRIBUTES = frozenset({
     'host', 'nodename', 'uuid', 'cell_uuid', 'total_usable_ram_mb', 'free_ram_mb',
     'total_usable_disk_gb', 'disk_mb_used', 'free_disk_mb', 'vcpus_total', 'vcpus_used',

@@ -164,7 +164,8 @@ def decode_legacy_request(request_spec: Any, filter_properties: Any, *,
     """The legacy dicts of RPC 4.0-4.2, as Nova's ``RequestSpec.from_primitives`` reads them.
 
     Unlike Nova, a server group rebuilt from ``group_*`` keys keeps ``policies``
-    (reference 8.13: Nova's legacy path drops it and then crashes the affinity filter).
+    (Nova's ``RequestSpec._populate_group_info`` drops it, and ServerGroupAffinityFilter,
+    which reads ``policies``, then crashes: ``nova/scheduler/filters/affinity_filter.py``).
     """
     _check_depth(request_spec, 'request_spec', limits.max_depth)
     _check_depth(filter_properties, 'filter_properties', limits.max_depth)

@@ -2,7 +2,7 @@
 
 This is the client side of the wire: our own RPC client, the simulator and the
 tests send what this module builds, so it must look like Nova's own
-``obj_to_primitive`` output (``reference/wire/select_destinations_call.json``).
+``obj_to_primitive`` output (``tests/fixtures/wire/select_destinations_call.json``).
 
 Nova's rule for ``nova_object.data`` is "only fields that are set": a field
 set to ``None`` is present as ``null``, an unset field is absent. The
@@ -42,7 +42,7 @@ from scheduler.objects.spec import (
 
 NAMESPACE = 'nova'
 
-# Versions Nova 34 sends (reference/wire/object_schemas.json).
+# Versions Nova 34 sends (tests/fixtures/wire/object_schemas.json).
 VERSIONS: dict[str, str] = {
     'RequestSpec': '1.15',
     'Flavor': '1.2',
@@ -187,7 +187,8 @@ def encode_instance_group(group: InstanceGroup) -> dict[str, Any]:
     _put_required(data, 'uuid', group.uuid)
     data['name'] = group.name
     # The deprecated list is still read by ServerGroupAffinityFilter, which fails on a
-    # group without it (reference 8.13): derive it from the policy when not given.
+    # group without it (nova/scheduler/filters/affinity_filter.py): derive it from the
+    # policy when not given.
     policies = list(group.policies) or ([group.policy] if group.policy else [])
     data['policies'] = policies
     data['members'] = list(group.members)

@@ -1,12 +1,13 @@
 """Placement requirements derived from ``hw:*`` extra specs and image properties.
 
-Nova's ``ResourceRequest._translate_*_request`` steps (reference section 3.3,
-step 7), run after the flavor's base amounts: memory encryption, persistent
-memory, vTPM, PCI NUMA affinity ``socket``, secure boot, maxphysaddr and
-stateless firmware. Everything goes to the unsuffixed request group, as in
-Nova: traits as required traits of the group (not ``root_required``), because
-some of them live on child providers (Nova 34 puts MEM_ENCRYPTION_CONTEXT and
-its model trait on a ``<node>_<model>`` child of the compute node).
+Nova's ``ResourceRequest._translate_*_request`` steps (``nova/scheduler/utils.py``,
+called by ``ResourceRequest.from_request_spec``), run after the flavor's base
+amounts: memory encryption, persistent memory, vTPM, PCI NUMA affinity
+``socket``, secure boot, maxphysaddr and stateless firmware. Everything goes
+to the unsuffixed request group, as in Nova: traits as required traits of the
+group (not ``root_required``), because some of them live on child providers
+(Nova 34 puts MEM_ENCRYPTION_CONTEXT and its model trait on a
+``<node>_<model>`` child of the compute node).
 """
 from __future__ import annotations
 

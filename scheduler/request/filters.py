@@ -1,6 +1,6 @@
 """Request filters: adjust the RequestSpec before Placement is asked for candidates.
 
-Nova's ``scheduler/request_filter.py`` (reference/nova-scheduler.md section 3.2):
+Nova's ``nova/scheduler/request_filter.py`` (run in order by ``process_reqspec``):
 each filter mutates the spec in place (``request_level_params``,
 ``requested_destination``), which is how it reaches the query built by
 :mod:`scheduler.request.translate`, and returns True when it changed the spec

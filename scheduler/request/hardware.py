@@ -8,7 +8,8 @@ RequestTranslationError: Nova's API refuses such flavors and images, so only
 stale data gets here, and the caller answers InvalidInput.
 
 ``image_props`` is the image's properties, or an empty mapping when the spec
-carries no image (Nova crashes on some of these paths then; reference 8.10).
+carries no image (Nova's request filters crash on some of these paths then,
+``nova/scheduler/request_filter.py``).
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 Each adds to ``request_level_params.root_required``: the compute service reports
 these traits on its compute node provider, so forbidding hosts without them is
 a Placement query instead of a host filter. Nova 34's order and triggers
-(reference section 3.2); where Nova crashes on a spec without an image
-(reference 8.10), an absent image reads as one without properties.
+(``nova/scheduler/request_filter.py``); where Nova crashes on a spec without an
+image (``packed_virtqueue_filter`` and three others read the image's properties
+unguarded), an absent image reads as one without properties.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ _STANDARD_TRAITS = frozenset(os_traits.get_traits())
 
 # Image property -> trait prefix (Nova's transform_image_metadata). hw_viommu_model
 # is the one Nova gets wrong: it builds COMPUTE_VIOMMU_<MODEL>, os-traits names the
-# traits COMPUTE_VIOMMU_MODEL_<MODEL> (reference 8.9).
+# traits COMPUTE_VIOMMU_MODEL_<MODEL> (nova/scheduler/request_filter.py).
 IMAGE_PROPERTY_TRAIT_PREFIXES = {
     'hw_cdrom_bus': 'COMPUTE_STORAGE_BUS',
     'hw_disk_bus': 'COMPUTE_STORAGE_BUS',
@@ -82,7 +83,7 @@ def transform_image_metadata(spec: RequestSpec, catalog: Any, conf: Any) -> bool
     emulated architecture) -> the traits of hosts that provide it.
 
     A property whose trait os-traits does not know is left out with a warning
-    and the others still count (Nova drops them all, reference 8.9).
+    and the others still count (Nova's ``transform_image_metadata`` drops them all).
     """
     if not option(conf, 'image_metadata_prefilter'):
         return False

@@ -1,7 +1,7 @@
 """RequestSpec -> ``GET /allocation_candidates`` query (pure, no I/O).
 
 Follows Nova 34's ``ResourceRequest.from_request_spec`` and
-``resources_from_request_spec`` (reference/nova-scheduler.md section 3.3),
+``resources_from_request_spec`` (both in ``nova/scheduler/utils.py``),
 including the requirements derived from ``hw:*`` extra specs and image
 properties (:mod:`scheduler.request.derived`), with two deliberate differences:
 
@@ -9,8 +9,9 @@ properties (:mod:`scheduler.request.derived`), with two deliberate differences:
   that into an unexplained NoValidHost) raise RequestTranslationError here,
   before anything reaches Placement. So do resource amounts and classes Nova
   drops with a warning: dropping one silently changes what is allocated.
-* Groups with constraints but no resources (Nova sends ``resources{S}=``,
-  reference section 8.5) become the equivalent valid query; see
+* Groups with constraints but no resources (Nova's ``RequestGroup.to_queryparams``
+  sends ``resources{S}=``, which Placement refuses with 400) become the
+  equivalent valid query; see
   ``_make_resourceless_groups_valid``.
 """
 from __future__ import annotations

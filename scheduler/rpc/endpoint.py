@@ -6,7 +6,8 @@ malformed call gets :class:`InvalidInput` back (rebuilt by the conductor as
 the service keeps serving. Fanout casts update the HostCatalog and never
 block a call.
 
-``select_destinations`` across 4.x (reference 1.3): 4.0-4.2 send the legacy
+``select_destinations`` across 4.x (``nova/scheduler/rpcapi.py`` downgrades to
+them): 4.0-4.2 send the legacy
 ``request_spec``/``filter_properties`` dicts and no instance uuids, 4.3 a
 ``spec_obj`` without them (nothing is claimed), 4.4 adds ``instance_uuids``
 (claims) and 4.5 ``return_objects``/``return_alternates``; without

@@ -4,7 +4,8 @@ from __future__ import annotations
 import oslo_messaging as messaging
 from oslo_config import cfg
 
-# The conductor rebuilds our failures from this module only (reference 1.5);
+# The conductor rebuilds our failures from this module only (nova/rpc.py,
+# ALLOWED_EXMODS; doc/design.md#the-rpc-boundary);
 # our own client must accept the same ones.
 ALLOWED_REMOTE_EXMODS = ['nova.exception']
 

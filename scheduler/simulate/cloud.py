@@ -5,7 +5,7 @@ the same hosts, uuids, sizes, traits and aggregates, so two runs with the same
 seed are comparable. :func:`seed_cloud` is the only I/O: it writes the cloud
 into Placement through the seeding helpers.
 
-Shape (after ``reference/placement.md`` §4):
+Shape:
 
 * hosts ``cn-00001``...; uuid5 of the name in a fixed namespace;
 * three host sizes with their own allocation ratios (CPU 16.0/4.0, RAM 1.5/1.0);
@@ -36,7 +36,7 @@ TRAIT_DISABLED = 'COMPUTE_STATUS_DISABLED'
 AZ_METADATA_KEY = 'availability_zone'
 
 # About this share of hosts is disabled; Placement still offers them unless the
-# scheduler forbids the trait (reference 3.2, compute_status_filter).
+# scheduler forbids the trait (Nova's compute_status_filter, our request filter too).
 DISABLED_SHARE = 0.02
 _MIN_HOSTS_FOR_DISABLED = 10
 

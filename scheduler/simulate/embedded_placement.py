@@ -4,7 +4,8 @@ Used by ``scheduler-manage simulate`` and by the functional tests: the real
 Placement WSGI application on sqlite, behind real HTTP on 127.0.0.1, so the
 scheduler talks to it exactly as it talks to a production Placement.
 
-sqlite cannot take concurrent writers (``reference/placement.md`` §5), so the
+sqlite cannot take concurrent writers (oslo.db's deferred ``BEGIN`` makes two
+writers fail with "database is locked", WAL or not), so the
 server handles one request at a time; concurrent clients queue in the listen
 backlog. Placement configures its database once per process, so there is one
 embedded Placement database per process; the server itself can be stopped and

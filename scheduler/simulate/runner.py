@@ -136,7 +136,8 @@ def _send(client: Any, request: BootRequest) -> report.Outcome:
                               reason=reason[:_REASON_LENGTH])
     latency = time.monotonic() - start
     if len(result) != len(uuids) or not all(result):
-        # The contract (reference 1.4): one non-empty list per instance, in order.
+        # Nova's contract (nova/scheduler/manager.py, _get_alternate_hosts): one
+        # non-empty list per instance, in order.
         return report.Outcome(request.index, request.kind, request.num_instances, latency,
                               error='MalformedReply',
                               reason=f'{len(result)} selection lists for {len(uuids)} '

@@ -2,7 +2,8 @@
 
 Placement has no bulk API for providers, inventories, traits or aggregates,
 and every write bumps the provider generation, so these helpers chain the
-generation from each answer into the next write (reference/placement.md §4, §7).
+generation from each answer into the next write (PUT traits and PUT aggregates
+replace the whole set and need the current generation).
 Everything goes through a :class:`PlacementClient`, so seeding exercises the
 same client, headers and error mapping as the scheduler.
 """

@@ -6,7 +6,8 @@ the list's min/max where set; all equal -> all 0.0) -> times the per-host
 multiplier -> summed over weighers. Hosts are sorted by total weight,
 descending and stable, so ties keep the input order.
 
-A consequence kept on purpose (Nova does the same, reference 8.15): RAM, CPU
+A consequence kept on purpose (Nova does the same, ``nova/weights.py``
+``normalize``): RAM, CPU
 and Disk weighers have ``minval = 0``, so hosts with identical non-zero free
 resources all normalise to 1.0, not 0.0.
 
