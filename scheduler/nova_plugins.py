@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from scheduler.filters.base import BaseHostFilter
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from scheduler.weights.base import BaseHostWeigher
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from scheduler.filters.log_once import LogOnce
 from scheduler.filters.numa_fit import Networks, Ratios, apply_fit, fit_instance
 from scheduler.filters.pci_fit import NumaCells, fit_requests, use_devices
 from scheduler.filters.reasons import brief
-from scheduler.objects.spec_encoder import encode_network_metadata
+from scheduler.objects.codec import encode_network_metadata
 from scheduler.request.numa import InstanceTopology, requested_topology
 from scheduler.request.pci import PciRequest, aliases_from_conf, requested_pci
 

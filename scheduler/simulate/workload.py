@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Flavor, ImageMeta, ImageMetaProps, InstanceGroup, RequestSpec
-from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.simulate.cloud import SIMULATION_NAMESPACE, TRAIT_AVX2, TRAIT_SSD
 
 # Shares of the request mix.

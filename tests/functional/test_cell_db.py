@@ -17,8 +17,8 @@ from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader, Cel
 from scheduler.exceptions import NoValidHost
 from scheduler.filters.numa_topology import NUMATopologyFilter
 from scheduler.host_state import HostState
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Flavor, RequestSpec
-from scheduler.objects.spec_encoder import encode_request_spec
 from tests.fixtures.cell_databases import READER_PASSWORD, CellDatabase, ComputeNodeRow
 from tests.fixtures.nova_host_data import (
     numa_cell,

@@ -25,7 +25,7 @@ import pytest
 from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService

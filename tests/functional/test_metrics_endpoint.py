@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler import exceptions as exc
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from tests.fixtures.processes import ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, rabbit_answers
 from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.exceptions import NoValidHost
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.service import SchedulerService
 from tests.fixtures import nova_api_samples as samples

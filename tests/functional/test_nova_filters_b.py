@@ -11,8 +11,8 @@ import pytest
 
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Aggregate
-from scheduler.objects.spec_encoder import encode_request_spec
 from tests.fixtures.service import CELL
 from tests.functional.cloud import (
     CONTEXT,

@@ -6,7 +6,7 @@ read back from Placement.
 from __future__ import annotations
 
 from scheduler.catalog import HostCatalog
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from tests.fixtures.service import CELL
 from tests.functional.cloud import (
     CONTEXT,

@@ -12,7 +12,7 @@ import yaml
 
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from tests.fixtures.service import CELL
 from tests.functional.cloud import (
     CONTEXT,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler import exceptions as exc
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from tests.fixtures import fault_proxy as fp
 from tests.fixtures.processes import wait_for
 from tests.functional.cloud import (

@@ -16,7 +16,7 @@ import oslo_messaging as messaging
 import pytest
 
 from scheduler.catalog import HostCatalog
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService

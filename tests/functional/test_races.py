@@ -33,8 +33,8 @@ import pytest
 
 from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.selection import Selection
-from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.simulate import seed

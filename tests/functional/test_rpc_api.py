@@ -16,8 +16,8 @@ import pytest
 
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Destination
-from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.simulate import seed
 from tests.fixtures import wire_samples

@@ -31,8 +31,8 @@ import pytest
 
 from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import CellMapping, Destination
-from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from scheduler import exceptions as exc
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Destination
-from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.simulate import seed
 from tests.functional.cloud import (
     CONTEXT,

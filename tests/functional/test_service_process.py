@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from scheduler.objects.spec_encoder import encode_request_spec
+from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from scheduler.exceptions import InvalidInput, RequestTranslationError
 from scheduler.objects import codec
+from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import (
     Destination,
     Flavor,
@@ -33,7 +34,6 @@ from scheduler.objects.spec import (
     RequestLevelParams,
     RequestSpec,
 )
-from scheduler.objects.spec_encoder import encode_request_spec
 from scheduler.request.translate import build_query
 from scheduler.simulate.embedded_placement import EmbeddedPlacement
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler.objects.codec.bounded import NAMESPACE
+from scheduler.objects.codec.request_spec import TRAIT_PROPERTY_PREFIX
 from scheduler.objects.spec import (
     CellMapping,
     Destination,
@@ -39,8 +41,6 @@ from scheduler.objects.spec import (
     RequestLevelParams,
     RequestSpec,
 )
-
-NAMESPACE = 'nova'
 
 # Versions Nova 34 sends (tests/fixtures/wire/object_schemas.json).
 VERSIONS: dict[str, str] = {
@@ -89,8 +89,6 @@ IMAGE_META_PROPS_FIELDS: frozenset[str] = frozenset({
     'os_skip_agent_inject_files_at_boot', 'os_skip_agent_inject_ssh', 'os_type',
     'traits_required',
 })
-
-_TRAIT_PROPERTY_PREFIX = 'trait:'
 
 
 def primitive(name: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -156,9 +154,9 @@ def encode_image_meta_props(properties: Mapping[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     traits = list(properties.get('traits_required') or [])
     for key, value in properties.items():
-        if key.startswith(_TRAIT_PROPERTY_PREFIX):
+        if key.startswith(TRAIT_PROPERTY_PREFIX):
             if str(value).lower() == 'required':
-                traits.append(key[len(_TRAIT_PROPERTY_PREFIX):])
+                traits.append(key[len(TRAIT_PROPERTY_PREFIX):])
         elif key in IMAGE_META_PROPS_FIELDS and key != 'traits_required':
             data[key] = value
     if traits or 'traits_required' in properties:

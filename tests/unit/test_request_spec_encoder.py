@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.objects.codec import IMAGE_META_PROPS_FIELDS, encode_request_spec
 from scheduler.objects.spec import (
     CellMapping,
     Destination,
@@ -18,7 +19,6 @@ from scheduler.objects.spec import (
     RequestLevelParams,
     RequestSpec,
 )
-from scheduler.objects.spec_encoder import IMAGE_META_PROPS_FIELDS, encode_request_spec
 from tests.fixtures import wire_samples
 
 TIMESTAMPS = {'created_at', 'updated_at', 'deleted_at'}
