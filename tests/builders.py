@@ -1,6 +1,6 @@
 """Builders of test data: HostStates from provider summaries, aggregates, specs, config.
 
-Shared by unit tests; keep them general (every argument optional but the name).
+Shared by unit and functional tests; keep them general (every argument optional but the name).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from scheduler.catalog import HostCatalog
 from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_conf
+from tests.builders import make_conf
 from tests.unit.fake_placement import FakePlacement
 
 CELL1 = '00000000-0000-4000-8000-0000000000c1'

@@ -34,7 +34,7 @@ from placement_client.models import (
 )
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler.host_state import SHARING_TRAIT
-from tests.unit.builders import uuid_for
+from tests.builders import uuid_for
 
 Allocations = Mapping[str, Mapping[str, int]]
 

@@ -23,8 +23,8 @@ from scheduler.catalog.cell_db import (
 )
 from scheduler.conf import cell_database as cell_database_conf
 from scheduler.exceptions import ConfigurationError
+from tests.builders import CELL_UUID, make_conf, uuid_for
 from tests.fixtures.nova_host_data import numa_cell, numa_topology_json, pci_pool, pci_stats_json
-from tests.unit.builders import CELL_UUID, make_conf, uuid_for
 
 LOGGER = 'scheduler.catalog.cell_db'
 ONE_CELL = numa_topology_json(numa_cell(0, cpuset=[0, 1], pcpuset=[2, 3]))

@@ -25,7 +25,7 @@ from scheduler.filters.handler import (
     apply_filters,
 )
 from scheduler.objects.spec import InstanceGroup
-from tests.unit.builders import make_conf, make_host, make_spec, uuid_for
+from tests.builders import make_conf, make_host, make_spec, uuid_for
 
 NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 VM1, VM2, VM3 = (uuid_for(f'vm{i}') for i in (1, 2, 3))

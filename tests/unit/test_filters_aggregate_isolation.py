@@ -19,7 +19,7 @@ from scheduler.filters.aggregate_metadata import (
     aggregate_values,
 )
 from scheduler.objects.spec import Flavor
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 P1, P2, P3 = 'project-one', 'project-two', 'project-three'
 

@@ -5,7 +5,7 @@ from placement_client.models import AllocationRequest
 from scheduler.filters.base import FilterResult
 from scheduler.filters.candidate import BaseCandidateFilter, RequestMemo
 from scheduler.filters.handler import apply_filters
-from tests.unit.builders import make_host, make_spec, uuid_for
+from tests.builders import make_host, make_spec, uuid_for
 
 
 def candidate(gpus: int) -> AllocationRequest:

@@ -16,7 +16,7 @@ from scheduler.filters.handler import SKIPPED_ON_REBUILD, SKIPPED_ONCE_PER_REQUE
 from scheduler.filters.image_props import ImagePropertiesFilter
 from scheduler.filters.json_filter import JsonFilter
 from scheduler.objects.spec import Flavor
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 CPU_INFO = {'arch': 'x86_64', 'vendor': 'Intel', 'model': 'Icelake-Server',
             'features': ['avx2', 'aes'], 'maxphysaddr': {'mode': 'emulate', 'bits': 46}}

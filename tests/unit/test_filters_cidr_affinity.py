@@ -13,7 +13,7 @@ from scheduler.filters.cidr_affinity import (
     SimpleCIDRAffinityFilter,
     near_network,
 )
-from tests.unit.builders import make_host, make_spec
+from tests.builders import make_host, make_spec
 
 LOGGER = 'scheduler.filters.cidr_affinity'
 

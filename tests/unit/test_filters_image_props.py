@@ -15,7 +15,7 @@ from scheduler.filters.image_props import (
     parse_version_predicate,
 )
 from scheduler.objects.spec import ImageMeta, ImageMetaProps
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 X86_QEMU = [('x86_64', 'qemu', 'hvm'), ('x86_64', 'kvm', 'hvm')]
 

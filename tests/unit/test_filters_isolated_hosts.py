@@ -10,7 +10,7 @@ from scheduler.filters.isolated_hosts import (
     IsolatedHostsFilter,
 )
 from scheduler.objects.spec import ImageMeta
-from tests.unit.builders import make_conf, make_host, make_spec
+from tests.builders import make_conf, make_host, make_spec
 
 ISO_IMAGE, OTHER_IMAGE = 'image-isolated', 'image-other'
 ISO_HOST, OTHER_HOST = 'iso1', 'cn1'

@@ -14,7 +14,7 @@ from scheduler.filters.json_filter import (
     JsonFilter,
     compile_query,
 )
-from tests.unit.builders import make_host, make_spec
+from tests.builders import make_host, make_spec
 
 NOT_SATISFIED = (False, 'query hint not satisfied')
 PASSES = (True, None)

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.conf import metrics as metrics_conf
 from scheduler.filters.metrics import MetricsFilter
-from tests.unit.builders import make_conf, make_host, make_spec
+from tests.builders import make_conf, make_host, make_spec
 
 LOGGER = 'scheduler.filters.metrics'
 

@@ -22,7 +22,7 @@ from scheduler.filters.workload import (
     IoOpsFilter,
     NumInstancesFilter,
 )
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 SHIPPED = {
     'AggregateMultiTenancyIsolation': AggregateMultiTenancyIsolation,

@@ -18,7 +18,7 @@ from scheduler.filters.numa_topology import NO_TOPOLOGY, NUMATopologyFilter
 from scheduler.objects.numa import parse_host_numa_topology
 from scheduler.objects.pci import parse_pci_pools
 from scheduler.objects.spec import Flavor
-from tests.unit.builders import make_conf, make_host, make_spec, uuid_for
+from tests.builders import make_conf, make_host, make_spec, uuid_for
 
 LOGGER = 'scheduler.filters.numa_topology'
 

@@ -15,7 +15,7 @@ from scheduler.filters.pci_passthrough import PciPassthroughFilter
 from scheduler.objects.pci import parse_pci_pools
 from scheduler.objects.spec import Flavor
 from scheduler.request.pci import PciRequest, parse_aliases
-from tests.unit.builders import make_conf, make_host, make_spec, uuid_for
+from tests.builders import make_conf, make_host, make_spec, uuid_for
 
 LOGGER = 'scheduler.filters.pci_passthrough'
 REQUEST_ID = '3f0b5b7e-3d0e-4c55-9d5c-6a1f8c2e0b11'

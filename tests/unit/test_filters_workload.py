@@ -16,7 +16,7 @@ from scheduler.filters.workload import (
     NumInstancesFilter,
 )
 from scheduler.host_state import build_host_states
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec, uuid_for
+from tests.builders import make_aggregate, make_conf, make_host, make_spec, uuid_for
 
 LOGGER = 'scheduler.filters.workload'
 

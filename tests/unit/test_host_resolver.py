@@ -10,7 +10,7 @@ from placement_client.query import AllocationCandidatesQuery
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.nova_api import HypervisorInfo
 from scheduler.catalog.resolver import HostResolver
-from tests.unit.builders import CELL_UUID, uuid_for
+from tests.builders import CELL_UUID, uuid_for
 
 
 class Clock:

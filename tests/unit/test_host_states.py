@@ -12,7 +12,7 @@ from placement_client.models import AllocationRequest, Candidates, ProviderSumma
 from scheduler.catalog import HostCatalog
 from scheduler.host_state import SHARING_TRAIT, build_host_states, host_roots
 from scheduler.objects.spec import Aggregate
-from tests.unit.builders import uuid_for
+from tests.builders import uuid_for
 
 CELL = '00000000-0000-4000-8000-0000000000c1'
 CN1, NUMA0, NUMA1 = uuid_for('cn1'), uuid_for('cn1-numa0'), uuid_for('cn1-numa1')

@@ -31,7 +31,7 @@ from scheduler.host_table import HostTable, HostView, top_positions
 from scheduler.objects.spec import Aggregate, Flavor, ImageMeta, ImageMetaProps, InstanceGroup
 from scheduler.selection import first_fitting, order_hosts
 from scheduler.weights.base import BaseHostWeigher, weigh_hosts
-from tests.unit.builders import make_conf, make_spec, uuid_for
+from tests.builders import make_conf, make_spec, uuid_for
 
 CELL = '00000000-0000-4000-8000-0000000000c1'
 OTHER_CELL = '00000000-0000-4000-8000-0000000000c2'

@@ -22,7 +22,7 @@ from scheduler.filters.base import BaseHostFilter
 from scheduler.manager import SchedulerManager
 from scheduler.objects.spec import Destination, Flavor, RequestGroup
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_conf, make_spec
+from tests.builders import make_conf, make_spec
 from tests.unit.fake_placement import FakePlacement, provider_conflict, unavailable
 
 CELL1 = '00000000-0000-4000-8000-0000000000c1'

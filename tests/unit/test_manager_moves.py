@@ -17,7 +17,7 @@ from scheduler import exceptions as exc
 from scheduler.context import RequestContext
 from scheduler.filters.base import BaseHostFilter, FilterResult
 from scheduler.objects.spec import Destination, RequestGroup
-from tests.unit.builders import make_spec
+from tests.builders import make_spec
 from tests.unit.fake_placement import unavailable
 
 CELL = '00000000-0000-4000-8000-0000000000c1'

@@ -16,7 +16,7 @@ from scheduler.exceptions import ConfigurationError
 from scheduler.filters.handler import apply_filters
 from scheduler.nova_plugins import NovaFilterAdapter, NovaWeigherAdapter
 from scheduler.weights.base import weigh_hosts
-from tests.unit.builders import make_conf, make_host, make_spec
+from tests.builders import make_conf, make_host, make_spec
 
 NOVA_SHAPED = pathlib.Path(__file__).parent / 'nova_shaped'
 PLUGINS = 'operator_plugins'

@@ -17,7 +17,7 @@ from scheduler.filters.pci_passthrough import PciPassthroughFilter
 from scheduler.weights.cpu import CPUWeigher
 from scheduler.weights.disk import DiskWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_conf, make_host, make_spec
+from tests.builders import make_conf, make_host, make_spec
 from tests.unit.out_of_tree_plugins import FewestInstancesWeigher, RackFilter
 
 OOT = 'tests.unit.out_of_tree_plugins'

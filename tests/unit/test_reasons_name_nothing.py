@@ -17,7 +17,7 @@ from scheduler.explain import InstanceAttempt, RequestTrace
 from scheduler.filters.compute import ComputeFilter
 from scheduler.host_state import build_host_states
 from scheduler.objects.spec import Aggregate
-from tests.unit.builders import make_conf, uuid_for
+from tests.builders import make_conf, uuid_for
 from tests.unit.test_host_table import NOW, random_cloud, random_spec
 
 OTHER_PROJECT = 'another-project-7f3c'

@@ -13,7 +13,7 @@ from scheduler.exceptions import RequestTranslationError
 from scheduler.objects.spec import Flavor
 from scheduler.request import names
 from scheduler.request.translate import build_query
-from tests.unit.builders import make_spec
+from tests.builders import make_spec
 
 
 def test_the_largest_amount_placement_holds_is_accepted():

@@ -19,7 +19,7 @@ from scheduler.request.filters import (
     run_request_filters,
 )
 from scheduler.request.translate import build_query
-from tests.unit.builders import make_conf
+from tests.builders import make_conf
 
 # Nova 34's ALL_REQUEST_FILTERS, in its order (reference section 3.2).
 NOVA_REQUEST_FILTERS = [

@@ -16,7 +16,7 @@ from scheduler.objects.spec import Destination, Flavor, ImageMeta, ImageMetaProp
 from scheduler.request.aggregate_filters import isolate_aggregates, require_tenant_aggregate
 from scheduler.request.routed_networks import RoutedNetworkSources, routed_networks_filter
 from scheduler.request.translate import build_query
-from tests.unit.builders import make_aggregate, make_conf
+from tests.builders import make_aggregate, make_conf
 
 CELL = '00000000-0000-4000-8000-00000000ce11'
 PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'

@@ -31,7 +31,7 @@ from scheduler.request.trait_filters import (
     transform_image_metadata,
     virtio_sound_filter,
 )
-from tests.unit.builders import make_conf
+from tests.builders import make_conf
 
 PORT = '9b2c1d0e-3f4a-4b5c-8d6e-7f8091a2b3c4'
 ALIAS_REQUEST = '5e1a4f1c-7d3b-4a2e-9c8d-0f1e2d3c4b5a'

@@ -15,8 +15,8 @@ from scheduler.conf import workarounds
 from scheduler.exceptions import RequestTranslationError
 from scheduler.objects.spec import RequestGroup, RequestSpec
 from scheduler.request.translate import all_required_traits, build_query, fallback_query_needed
+from tests.builders import make_conf
 from tests.fixtures.request_specs import BASE, LIMIT, PORT_UUID, ROOT, make_spec
-from tests.unit.builders import make_conf
 
 UEFI = {'hw_firmware_type': 'uefi'}
 SEV = 'resources=DISK_GB:40,MEMORY_MB:4096,MEM_ENCRYPTION_CONTEXT:1,VCPU:4'

@@ -16,7 +16,7 @@ from scheduler.weights.base import (
 from scheduler.weights.cpu import CPUWeigher
 from scheduler.weights.disk import DiskWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 
 def configured(weigher_cls, **filter_scheduler):

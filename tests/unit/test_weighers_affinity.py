@@ -18,7 +18,7 @@ from scheduler.weights.affinity import (
 )
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 from tests.unit.fake_placement import FakePlacement
 
 CELL = '00000000-0000-4000-8000-0000000000c1'

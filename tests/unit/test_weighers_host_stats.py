@@ -10,7 +10,7 @@ from scheduler.weights.compute import BuildFailureWeigher
 from scheduler.weights.hypervisor_version import HypervisorVersionWeigher
 from scheduler.weights.io_ops import IoOpsWeigher
 from scheduler.weights.num_instances import NumInstancesWeigher
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 
 def configured(weigher_cls, **filter_scheduler):

@@ -12,7 +12,7 @@ from scheduler.objects.spec import ImageMeta, ImageMetaProps
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.image_props import ImagePropertiesWeigher, shared_properties_weight
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 
 UBUNTU = {'os_distro': 'ubuntu', 'hw_machine_type': 'q35'}
 

@@ -17,7 +17,7 @@ from scheduler.manager import SchedulerManager
 from scheduler.weights.base import Exclusion, weigh_hosts
 from scheduler.weights.metrics import MetricsWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.unit.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import make_aggregate, make_conf, make_host, make_spec
 from tests.unit.fake_placement import FakePlacement
 
 CELL = '00000000-0000-4000-8000-0000000000c1'
