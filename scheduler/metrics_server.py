@@ -64,14 +64,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class MetricsServer:
     """Serves ``registry`` on ``host:port`` from a daemon thread until stopped."""
 
     def __init__(self, host: str, port: int, registry: metrics.Registry = metrics.REGISTRY):
         handler = type('Handler', (_Handler,), {'registry': registry})
-        server_class = _Server
-        if ':' in host:
-            server_class = type('Server6', (_Server,), {'address_family': socket.AF_INET6})
+        server_class = _Server6 if ':' in host else _Server
         try:
             self._server = server_class((host, port), handler)
         except OSError as e:

@@ -123,8 +123,8 @@ def _all_weigher_names() -> list[str]:
 
 def _entry_point_names(namespace: str) -> set[str]:
     # Loads nothing: only reads the entry-point metadata of the group.
-    manager = named.NamedExtensionManager(namespace, names=[],
-                                          on_missing_entrypoints_callback=None)
+    manager: named.NamedExtensionManager[object] = named.NamedExtensionManager(
+        namespace, names=[], on_missing_entrypoints_callback=None)
     return set(manager.entry_points_names())
 
 
@@ -200,12 +200,12 @@ def _load_entry_points(namespace: str, option: str, names: list[str]) -> dict[st
     if not names:
         return {}
 
-    def _fail(_manager: object, entry_point: object, exc: Exception) -> None:
+    def _fail(_manager: object, entry_point: object, exc: BaseException) -> None:
         name = getattr(entry_point, 'name', entry_point)
         raise ConfigurationError(
             f'{option}: plugin {name} cannot be loaded: {type(exc).__name__}: {exc}') from exc
 
-    manager = named.NamedExtensionManager(
+    manager: named.NamedExtensionManager[object] = named.NamedExtensionManager(
         namespace, names=names, name_order=True, invoke_on_load=False,
         on_load_failure_callback=_fail, on_missing_entrypoints_callback=None)
     return {ext.name: ext.plugin for ext in manager.extensions}

@@ -24,7 +24,8 @@ def _owner(cls: type, name: str) -> type | None:
 def trusted_hook(plugin: Any, hook: str, base: type,
                  per_host: Sequence[str]) -> Callable[..., Any] | None:
     """``plugin``'s bound ``hook``, or None when the per-host path must run."""
-    if not _trusted(type(plugin), hook, base, tuple(per_host)):
+    cls: type = type(plugin)
+    if not _trusted(cls, hook, base, tuple(per_host)):
         return None
     return getattr(plugin, hook)
 

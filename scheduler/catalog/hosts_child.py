@@ -73,6 +73,7 @@ def read_in_child(path: str, default_cell_uuid: str) -> HostsFileContent:
         child = subprocess.Popen(
             [sys.executable, '-m', _CHILD_MODULE, path, default_cell_uuid],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+        assert child.stdout is not None  # stdout=PIPE: Popen opened it
         try:
             with child.stdout:  # closed on the way out: a child still writing stops
                 # Our own child's output, never the file's.

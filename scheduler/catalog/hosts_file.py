@@ -14,7 +14,7 @@ import math
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -118,6 +118,12 @@ class _Entry:
             raise self.error(f'unknown key(s) {", ".join(unknown)}; '
                              f'allowed: {", ".join(sorted(allowed))}')
 
+    @overload
+    def string(self, data: dict, key: str, *, required: Literal[True]) -> str: ...
+
+    @overload
+    def string(self, data: dict, key: str, *, required: bool = False) -> str | None: ...
+
     def string(self, data: dict, key: str, *, required: bool = False) -> str | None:
         value = data.get(key)
         if value is None:
@@ -127,6 +133,12 @@ class _Entry:
         if not isinstance(value, str) or not value.strip():
             raise self.error(f'{key} must be a non-empty string, got {_kind(value)}')
         return value
+
+    @overload
+    def uuid(self, data: dict, key: str, *, required: Literal[True]) -> str: ...
+
+    @overload
+    def uuid(self, data: dict, key: str, *, required: bool = False) -> str | None: ...
 
     def uuid(self, data: dict, key: str, *, required: bool = False) -> str | None:
         value = self.string(data, key, required=required)
@@ -194,7 +206,8 @@ def _kind(value: Any) -> str:
         return f'a boolean ({value})'
     if isinstance(value, (int, float, str)):
         return f'{type(value).__name__} {value!r}'
-    return {dict: 'a mapping', list: 'a list'}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {dict: 'a mapping', list: 'a list'}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _list_of(value: Any, source: str, key: str) -> list:
@@ -291,6 +304,12 @@ class _Shared:
     def __call__(self, key: Any, value: Any) -> Any:
         return self._values.setdefault(key, value)
 
+    @overload
+    def text(self, value: str) -> str: ...
+
+    @overload
+    def text(self, value: str | None) -> str | None: ...
+
     def text(self, value: str | None) -> str | None:
         return None if value is None else self(('s', value), value)
 
@@ -314,7 +333,6 @@ def _parse_host(entry: _Entry, item: dict, cell_by_name: Mapping[str, str],
                 default_cell_uuid: str, shared: _Shared | None = None) -> HostRecord:
     shared = shared or _Shared()
     nodename = shared.text(entry.string(item, 'nodename', required=True))
-    assert nodename is not None
     service_host = shared.text(entry.string(item, 'service_host')) or nodename
     supported = _supported_instances(entry, item)
     stats = entry.string_map(item, 'stats')

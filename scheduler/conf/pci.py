@@ -12,7 +12,7 @@ pci_group = cfg.OptGroup(
          'service reads the aliases only for a request that names an alias but carries '
          'no PCI request for it (a spec built by hand or for a simulation).')
 
-pci_opts = [
+pci_opts: list[cfg.Opt] = [
     cfg.MultiStrOpt('alias', default=[], deprecated_name='pci_alias',
                     deprecated_group='DEFAULT',
                     help='An alias for a PCI passthrough device requirement.\n\n'

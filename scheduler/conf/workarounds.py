@@ -11,7 +11,7 @@ workarounds_group = cfg.OptGroup(
          'reads are defined here; the rest of the ``[workarounds]`` section of a nova.conf is '
          'accepted and ignored.')
 
-workarounds_opts = [
+workarounds_opts: list[cfg.Opt] = [
     cfg.BoolOpt('disable_fallback_pcpu_query', default=False,
                 deprecated_for_removal=True, deprecated_since='20.0.0',
                 help='Disable fallback request for VCPU allocations when using pinned '

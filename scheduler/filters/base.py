@@ -76,14 +76,16 @@ class BaseHostFilter:
     :meth:`filter_result` (precise reasons); implementing either is enough.
     """
 
+    # These three are class attributes of a filter written here; the adapter of a
+    # Nova filter (scheduler/nova_plugins.py) sets them on its instance.
     #: Run only for the first instance of a multi-instance request, because
     #: what the filter reads cannot change between instances.
-    run_filter_once_per_request: ClassVar[bool] = False
+    run_filter_once_per_request: bool = False
     #: Evaluated for rebuild checks; other filters auto-pass on rebuild.
-    RUN_ON_REBUILD: ClassVar[bool] = False
+    RUN_ON_REBUILD: bool = False
     #: Reason used when :meth:`host_passes` says no; defaults per class to
     #: "rejected by <ClassName>" (set in ``__init_subclass__``).
-    failure_reason: ClassVar[str] = 'rejected by BaseHostFilter'
+    failure_reason: str = 'rejected by BaseHostFilter'
     _failure_reason_is_default: ClassVar[bool] = True
 
     #: The service's ConfigOpts, set by the plugin loader after instantiation

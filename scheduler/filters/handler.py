@@ -134,10 +134,10 @@ def _evaluate_rows(filter_: BaseHostFilter, view: HostView,
                    spec_obj: RequestSpec) -> tuple[HostView, dict[str, list[str]]]:
     table, rows = view.table, view.rows
     if type(filter_).filter_all is not BaseHostFilter.filter_all:
-        passed, removed = _evaluate_filter_all(filter_, list(view), spec_obj)
+        passed, dropped = _evaluate_filter_all(filter_, list(view), spec_obj)
         kept = {id(h) for h in passed}
         return view.where(np.array([id(table.host(r)) in kept for r in rows.tolist()],
-                                   dtype=bool)), removed
+                                   dtype=bool)), dropped
     hook = trusted_hook(filter_, 'filter_rows', BaseHostFilter, ('filter_result', 'host_passes'))
     verdict = None
     if hook is not None:
@@ -171,7 +171,7 @@ def _evaluate_rows(filter_: BaseHostFilter, view: HostView,
     return view.where(mask), removed
 
 
-def _evaluate_per_host(filter_: BaseHostFilter, hosts: list[HostState],
+def _evaluate_per_host(filter_: BaseHostFilter, hosts: Sequence[HostState],
                        spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
     passed: list[HostState] = []
     removed: dict[str, list[str]] = {}
@@ -189,7 +189,7 @@ def _evaluate_per_host(filter_: BaseHostFilter, hosts: list[HostState],
     return passed, removed
 
 
-def _evaluate_filter_all(filter_: BaseHostFilter, hosts: list[HostState],
+def _evaluate_filter_all(filter_: BaseHostFilter, hosts: Sequence[HostState],
                          spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
     # A plugin that overrides filter_all judges the hosts together and gives
     # no per-host reason: its failure_reason stands for all hosts it dropped.

@@ -197,7 +197,7 @@ class ImagePropertiesFilter(BaseHostFilter):
         codes = table.supported_codes[rows]
         passed = np.zeros(len(rows), dtype=bool)
         failing: list[np.ndarray] = []
-        reason = None
+        reason = ''
         for code, supported in enumerate(table.supported_values):
             if not supported:
                 continue
@@ -205,6 +205,7 @@ class ImagePropertiesFilter(BaseHostFilter):
             if verdict.passed:
                 passed |= codes == code
             else:
+                assert verdict.reason is not None  # FilterResult.fail always says why
                 reason = verdict.reason
                 failing.append(np.flatnonzero(codes == code))
         failed = {pos: reason for positions in failing for pos in positions.tolist()}

@@ -32,7 +32,7 @@ Host data (doc/host-data.md): the topology comes from the cell databases
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +42,8 @@ from scheduler.exceptions import RequestTranslationError
 from scheduler.filters.base import FilterResult, host_label
 from scheduler.filters.candidate import BaseCandidateFilter, RequestMemo
 from scheduler.filters.log_once import LogOnce
-from scheduler.filters.numa_fit import Networks, Ratios, apply_fit, fit_instance
-from scheduler.filters.pci_fit import NumaCells, fit_requests, use_devices
+from scheduler.filters.numa_fit import Networks, PciCheck, Ratios, apply_fit, fit_instance
+from scheduler.filters.pci_fit import NumaCells, PciFit, fit_requests, use_devices
 from scheduler.filters.reasons import brief
 from scheduler.objects.codec import encode_network_metadata
 from scheduler.request.numa import InstanceTopology, requested_topology
@@ -127,7 +127,7 @@ class NUMATopologyFilter(BaseCandidateFilter):
                 'per-NUMA-node overcommit limits of shared CPUs and memory are not checked '
                 'there (Placement still enforces the host\'s totals)', self.name, label)
         stats = host_state.pci_stats
-        pci_check = None
+        pci_check: PciCheck | None = None
         if request.pci:
             if stats is None:
                 self._log_once.warning(
@@ -137,7 +137,7 @@ class NUMATopologyFilter(BaseCandidateFilter):
                 mappings = allocation_request.mappings if allocation_request else None
                 socket_of = {c.id: c.socket for c in full.cells}
 
-                def check_devices(cells: list[HostNUMACell]) -> Any:
+                def check_devices(cells: Sequence[HostNUMACell]) -> PciFit:
                     return fit_requests(stats, request.pci, mappings=mappings,
                                         numa=NumaCells(frozenset(c.id for c in cells),
                                                        socket_of))

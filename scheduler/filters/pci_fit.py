@@ -137,7 +137,8 @@ def _numa_affine(eligible: list[int], pools: Sequence[PciPool], free: list[int],
         return local
     if policy == 'socket':
         sockets = numa.sockets
-        return [i for i in eligible if numa.socket_of.get(pools[i].numa_node) in sockets]
+        return [i for i in eligible if (node := pools[i].numa_node) is not None
+                and numa.socket_of.get(node) in sockets]
     unknown_too = [i for i in eligible
                    if pools[i].numa_node in numa.ids or pools[i].numa_node is None]
     if policy == 'legacy' or enough(unknown_too):

@@ -151,4 +151,5 @@ def kind_of(value: Any) -> str:
         return f'a boolean ({value})'
     if isinstance(value, (int, float, str)):
         return f'{type(value).__name__} {str(value)[:40]!r}'
-    return {dict: 'a mapping', list: 'a list'}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {dict: 'a mapping', list: 'a list'}
+    return kinds.get(type(value), type(value).__name__)

@@ -137,7 +137,9 @@ def load_request_filters(names: Sequence[str], *, option: str = OPTION) -> list[
     loaded: list[RequestFilter] = []
     for name in names:
         try:
-            manager = driver.DriverManager(NAMESPACE, name, invoke_on_load=False)
+            # stevedore types a plugin as a class (type[T]); a request filter is a function.
+            manager: driver.DriverManager[Any] = driver.DriverManager(NAMESPACE, name,
+                                                                      invoke_on_load=False)
         except stevedore_exc.NoMatches:
             available = extension.ExtensionManager(NAMESPACE).names()
             raise PluginNotFound(option, name, available) from None

@@ -20,9 +20,12 @@ import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.objects.spec import Aggregate
+
+if TYPE_CHECKING:
+    from placement_client.client import PlacementClient
 
 #: Namespace of every uuid the simulator derives from a name.
 SIMULATION_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, 'https://placement-scheduler/simulate')
@@ -198,15 +201,15 @@ def generate_cloud(spec: CloudSpec) -> SyntheticCloud:
         if index in disabled:
             traits.append(TRAIT_DISABLED)
         zone = _zone_of(index, spec.hosts, zones)
-        aggregates = [zone_uuids[zone]]
-        aggregates += [u for u, (_, _, every) in zip(extra_uuids, extras, strict=True)
-                       if index % every == 0]
-        for agg in aggregates:
+        host_aggregates = [zone_uuids[zone]]
+        host_aggregates += [u for u, (_, _, every) in zip(extra_uuids, extras, strict=True)
+                            if index % every == 0]
+        for agg in host_aggregates:
             members[agg].append(name)
         size = sizes[index - 1]
         hosts.append(HostDef(index=index, name=name, uuid=simulation_uuid(name), size=size.name,
                              inventories=dict(size.inventories), traits=tuple(traits),
-                             aggregates=tuple(aggregates),
+                             aggregates=tuple(host_aggregates),
                              availability_zone=zone_names[zone]))
 
     aggregates = [Aggregate(id=n + 1, uuid=zone_uuids[n], name=zone_names[n],
@@ -219,7 +222,7 @@ def generate_cloud(spec: CloudSpec) -> SyntheticCloud:
     return SyntheticCloud(spec=spec, hosts=tuple(hosts), aggregates=tuple(aggregates))
 
 
-def seed_cloud(client, cloud: SyntheticCloud) -> None:
+def seed_cloud(client: PlacementClient, cloud: SyntheticCloud) -> None:
     """Create the cloud's traits and providers in Placement (``client``: a PlacementClient)."""
     from scheduler.simulate import seed  # I/O helpers; imported here to keep this module pure
 

@@ -18,12 +18,16 @@ import os
 import sqlite3
 import tempfile
 import threading
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+if TYPE_CHECKING:
+    from wsgiref.types import WSGIApplication
 
 LOG = logging.getLogger(__name__)
 
 _APP_LOCK = threading.Lock()
-_APP: tuple[object, str] | None = None   # (wsgi app, sqlite path): one per process
+_APP: tuple[WSGIApplication, str] | None = None   # (wsgi app, sqlite path): one per process
 
 # Tables emptied by wipe(), children first.
 _WIPE_TABLES = (
@@ -38,7 +42,7 @@ class _QuietHandler(WSGIRequestHandler):
         LOG.debug('placement: ' + format, *args)
 
 
-def _load_app(db_dir: str | None) -> tuple[object, str]:
+def _load_app(db_dir: str | None) -> tuple[WSGIApplication, str]:
     global _APP
     with _APP_LOCK:
         if _APP is not None:

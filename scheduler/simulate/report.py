@@ -409,8 +409,9 @@ def render(summary: Summary) -> str:
     if summary.errors:
         lines.append('Errors:')
         for name, count in summary.errors.items():
-            example = summary.error_examples.get(name)
-            lines.append(f'  {count:5d}  {name}' + (f': {_shorten(example)}' if example else ''))
+            error_example = summary.error_examples.get(name)
+            lines.append(f'  {count:5d}  {name}'
+                         + (f': {_shorten(error_example)}' if error_example else ''))
     labels = [label for _, label in BANDS]
     if any(u.bands.get(rc, {}).get(OVER_CAPACITY) for rc in REPORTED_CLASSES):
         labels.append(OVER_CAPACITY)

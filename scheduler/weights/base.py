@@ -23,7 +23,7 @@ import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,8 +79,10 @@ class BaseHostWeigher:
     multiplier) and usually :meth:`weight_multiplier`.
     """
 
-    minval: ClassVar[float | None] = None
-    maxval: ClassVar[float | None] = None
+    # Class attributes of a weigher written here; the adapter of a Nova weigher
+    # (scheduler/nova_plugins.py) sets them on its instance.
+    minval: float | None = None
+    maxval: float | None = None
 
     #: The service's ConfigOpts, set by the plugin loader after instantiation.
     conf: cfg.ConfigOpts | None = None
