@@ -414,7 +414,8 @@ class PlacementClient:
         return ConsumerAllocations.from_json(consumer_uuid, _json(response))
 
     def put_allocations(self, consumer_uuid: str, allocation_request: AllocationRequest, *,
-                        project_id: str, user_id: str, consumer_generation: int | None,
+                        project_id: str | None, user_id: str | None,
+                        consumer_generation: int | None,
                         microversion: str = ALLOCATION_CANDIDATES_MICROVERSION,
                         consumer_type: str = 'INSTANCE',
                         request_id: str | None = None) -> None:
@@ -514,8 +515,8 @@ class PlacementClient:
 # ----------------------------------------------------------------- helpers
 
 
-def allocations_body(allocation_request: AllocationRequest, *, project_id: str, user_id: str,
-                     consumer_generation: int | None, microversion: str,
+def allocations_body(allocation_request: AllocationRequest, *, project_id: str | None,
+                     user_id: str | None, consumer_generation: int | None, microversion: str,
                      consumer_type: str) -> dict[str, Any]:
     """The PUT /allocations/{consumer} body valid at ``microversion`` (pure)."""
     mv = parse_microversion(microversion)
@@ -533,8 +534,8 @@ def allocations_body(allocation_request: AllocationRequest, *, project_id: str, 
     return body
 
 
-def _same_claim(current: ConsumerAllocations, sent: AllocationRequest, project_id: str,
-                user_id: str) -> bool:
+def _same_claim(current: ConsumerAllocations, sent: AllocationRequest, project_id: str | None,
+                user_id: str | None) -> bool:
     held = {rp: dict(res) for rp, res in current.allocations.items()}
     wanted = {rp: dict(res) for rp, res in sent.allocations.items()}
     return (held == wanted and current.project_id in (None, project_id)

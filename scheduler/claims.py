@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
 from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler import metrics
 
@@ -56,8 +57,9 @@ class Claim:
     allocations: Allocations
     #: the consumer generation right after the claim
     generation: int
-    project_id: str
-    user_id: str
+    #: the consumer's owner as the claim sent it (None: the request named none)
+    project_id: str | None
+    user_id: str | None
     #: what the consumer held before; None when the claim created it
     previous: ConsumerAllocations | None = None
 
@@ -86,15 +88,16 @@ def alongside(held: ConsumerAllocations, alloc_req: AllocationRequest) -> Alloca
 
 @dataclass
 class Claimer:
-    client: object              # placement_client.client.PlacementClient
+    client: PlacementAPI
     max_attempts: int = 4       # Nova's number of tries on a generation conflict
     retry_delay: float = 0.2
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
 
     @metrics.stage('claim')
-    def claim(self, instance_uuid: str, alloc_req: AllocationRequest, *, project_id: str,
-              user_id: str, microversion: str, request_id: str | None,
+    def claim(self, instance_uuid: str, alloc_req: AllocationRequest, *,
+              project_id: str | None, user_id: str | None, microversion: str,
+              request_id: str | None,
               known: ConsumerAllocations | None = None) -> Claim:
         """Claim ``alloc_req`` for the instance, or raise.
 
@@ -109,12 +112,14 @@ class Claimer:
         # Finding out that the consumer exists costs one PUT that is not a try.
         discovered = known is not None
         while True:
-            holds = known is not None and bool(known.allocations)
-            sent = alongside(known, alloc_req) if holds else alloc_req
+            # What the consumer holds, when it holds anything (a move).
+            held = known if known is not None and known.allocations else None
+            sent = alongside(held, alloc_req) if held is not None else alloc_req
             generation = known.consumer_generation if known is not None else None
             # A moved consumer keeps its owner: re-owning it is not the scheduler's call.
-            owner_project = (known.project_id if holds and known.project_id else project_id)
-            owner_user = (known.user_id if holds and known.user_id else user_id)
+            owner_project = (held.project_id if held is not None and held.project_id
+                             else project_id)
+            owner_user = (held.user_id if held is not None and held.user_id else user_id)
             try:
                 self.client.put_allocations(
                     instance_uuid, sent, project_id=owner_project, user_id=owner_user,
@@ -149,7 +154,7 @@ class Claimer:
                              len(known.allocations))
                 continue
             return Claim(instance_uuid, sent.allocations, (generation or 0) + 1, owner_project,
-                         owner_user, previous=known if holds else None)
+                         owner_user, previous=held)
         raise ClaimFailed('concurrent updates', str(last), known=known) from last
 
     def _read_consumer(self, instance_uuid: str, conflict: pexc.ConsumerGenerationConflict,
@@ -164,7 +169,7 @@ class Claimer:
         return ConsumerAllocations(instance_uuid, {}, conflict.expected)
 
 
-def undo_claim(client, claim: Claim, *, request_id: str | None, verify: bool) -> None:
+def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, verify: bool) -> None:
     """Give back what ``claim`` took.
 
     A consumer the claim created is deleted (``DELETE`` with a microversion);
@@ -187,7 +192,8 @@ def undo_claim(client, claim: Claim, *, request_id: str | None, verify: bool) ->
     previous = claim.previous
     restore = AllocationRequest(allocations={rp: dict(r) for rp, r in
                                              previous.allocations.items()})
-    generation = claim.generation
+    # What the next PUT is made at: None when a re-read finds no consumer generation.
+    generation: int | None = claim.generation
     for _ in range(2):
         try:
             client.put_allocations(
@@ -228,7 +234,7 @@ class PendingCleanups:
     what is out of scope for this release.
     """
 
-    def __init__(self, client, *, interval: float = 5.0):
+    def __init__(self, client: PlacementAPI, *, interval: float = 5.0):
         self._client = client
         self._interval = interval
         # consumer -> the claim to undo, or None for a plain delete

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
 from placement_client.client import MIN_MICROVERSION, error_from_response
 from scheduler.claims import Claim, PendingCleanups
 from scheduler.filters.affinity import max_server_per_host
@@ -99,7 +100,7 @@ def may_wait(instance_uuid: str, siblings: Collection[str], limit: int) -> bool:
 
 
 class GroupClaimCheck:
-    def __init__(self, client, cleanups: PendingCleanups, *, rereads: int = 3,
+    def __init__(self, client: PlacementAPI, cleanups: PendingCleanups, *, rereads: int = 3,
                  settle_delay: float = 0.1, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None):
         self._client = client

@@ -9,6 +9,7 @@ from oslo_config import cfg
 from oslo_messaging.rpc import dispatcher
 
 from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
 from scheduler import exceptions as exc
 from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
@@ -62,7 +63,8 @@ class SchedulerService:
     """
 
     def __init__(self, conf: cfg.ConfigOpts, *, transport: messaging.Transport | None = None,
-                 placement_client=None, catalog: HostCatalog | None = None,
+                 placement_client: PlacementAPI | None = None,
+                 catalog: HostCatalog | None = None,
                  worker_index: int = 0,
                  notification_transport: messaging.Transport | None = None):
         self.conf = conf

@@ -49,6 +49,7 @@ import oslo_messaging as messaging
 from oslo_config import cfg
 
 from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
 from placement_client.models import ResourceProvider
 from scheduler import exceptions as exc
 
@@ -199,7 +200,7 @@ def check_configuration(conf: cfg.ConfigOpts) -> tuple[Check, Any]:
                   'weighers': [type(w).__name__ for w in weighers]}), client
 
 
-def check_placement(client: Any) -> Check:
+def check_placement(client: PlacementAPI) -> Check:
     from placement_client.client import MIN_MICROVERSION
 
     try:
@@ -216,7 +217,7 @@ def check_placement(client: Any) -> Check:
                  {'max_microversion': version, 'min_microversion_needed': MIN_MICROVERSION})
 
 
-def check_credentials(client: Any) -> tuple[Check, list[ResourceProvider] | None]:
+def check_credentials(client: PlacementAPI) -> tuple[Check, list[ResourceProvider] | None]:
     try:
         providers = client.get_resource_providers()
     except pexc.PlacementAuthError as e:

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from placement_client.api import PlacementAPI
 from placement_client.exceptions import PlacementError
 from scheduler.catalog.neutron import NeutronError, PortSegments
 from scheduler.exceptions import RequestFilterFailed
@@ -61,7 +62,8 @@ class RoutedNetworkSources:
     (:class:`~scheduler.catalog.neutron.NeutronNetworks`) and Placement's aggregates of
     segment providers."""
 
-    def __init__(self, catalog: AggregateSource, neutron: Any, placement: Any):
+    def __init__(self, catalog: AggregateSource, neutron: NetworkSegmentSource,
+                 placement: PlacementAPI):
         self._catalog = catalog
         self._neutron = neutron
         self._placement = placement
@@ -128,6 +130,8 @@ def routed_networks_filter(spec: RequestSpec, catalog: AggregateSource, conf: An
             # Nova's words: a port with a fixed IP stays on its subnet's segment.
             where = f'subnet {port.subnet_id}' if port.subnet_id else f'network {network_id}'
         else:
+            # Without a port the request names a network (it was skipped otherwise).
+            assert network_id is not None
             segments, where = list(source.network_segments(network_id)), f'network {network_id}'
         if not segments:
             continue  # not a routed network
@@ -148,7 +152,7 @@ def routed_networks_filter(spec: RequestSpec, catalog: AggregateSource, conf: An
 def segment_aggregates(catalog: AggregateSource, segments: Sequence[str]) -> list[str]:
     """The aggregate uuids of ``segments``; RequestFilterFailed naming a segment that has
     none (Nova: "Aggregates not found for the network")."""
-    by_name = {}
+    by_name: dict[str, list[str]] = {}
     for aggregate in catalog.all_aggregates():
         by_name.setdefault(aggregate.name, []).append(aggregate.uuid)
     uuids: list[str] = []

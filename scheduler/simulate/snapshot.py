@@ -20,11 +20,15 @@ import json
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.exceptions import ConfigurationError
 from scheduler.objects.spec import Aggregate
 from scheduler.simulate.cloud import SIMULATION_NAMESPACE
+
+if TYPE_CHECKING:
+    from placement_client.api import PlacementAPI
+    from placement_client.client import PlacementClient
 
 FORMAT_VERSION = 1
 #: Owner of the consumers that carry a snapshot's usage in the replay.
@@ -202,7 +206,7 @@ def load(path: str) -> CloudSnapshot:
 # Reading a Placement (GET only) --------------------------------------------------------
 
 
-def _get(client: Any, url: str, params: Any = None) -> dict[str, Any]:
+def _get(client: PlacementAPI, url: str, params: Any = None) -> dict[str, Any]:
     from placement_client.client import MIN_MICROVERSION, error_from_response
 
     # The only request this module sends to a source Placement: it is read-only by design.
@@ -212,7 +216,7 @@ def _get(client: Any, url: str, params: Any = None) -> dict[str, Any]:
     return response.json()
 
 
-def take_snapshot(client: Any, *, source: str = 'placement',
+def take_snapshot(client: PlacementAPI, *, source: str = 'placement',
                   nova_aggregates: Sequence[Aggregate] = ()) -> CloudSnapshot:
     """Read every provider of the Placement ``client`` talks to; sends GET requests only."""
     providers = []
@@ -252,7 +256,7 @@ def _permissive(inv: Mapping[str, Any], used: int) -> dict[str, Any]:
             'allocation_ratio': max(float(inv['allocation_ratio']), 1.0)}
 
 
-def replay(client: Any, snapshot: CloudSnapshot) -> None:
+def replay(client: PlacementClient, snapshot: CloudSnapshot) -> None:
     """Write ``snapshot`` into the (empty) Placement of ``client``: providers parents first,
     then each provider's usage as one consumer (see the module docstring)."""
     from placement_client.models import AllocationRequest
