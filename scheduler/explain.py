@@ -46,7 +46,7 @@ class InstanceAttempt:
     # by reference: the manager built these lists anyway.
     steps: list[FilterStep] = field(default_factory=list)
     exclusions: list[Exclusion] = field(default_factory=list)
-    weighed: list[WeighedHost] = field(default_factory=list)
+    weighed: Sequence[WeighedHost] = field(default_factory=list)
     #: True when a forced host (without a check type) skipped the filters, as in Nova
     filters_skipped: bool = False
 

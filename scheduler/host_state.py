@@ -16,9 +16,9 @@ free-capacity figure Placement enforces.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from placement_client.models import AllocationRequest, Candidates, ProviderSummary
 from scheduler.objects.numa import HostNUMATopology
@@ -64,6 +64,53 @@ class HostRecord:
     #: value (no constructor argument, not compared, not shown).
     table_values: tuple[Any, ...] | None = field(default=None, init=False, repr=False,
                                                  compare=False)
+
+
+class HostData(Protocol):
+    """What a request reads of the host catalog.
+
+    The request path (the manager, the host state builders) takes this; the
+    catalog's writers (the hosts file, the syncs, Nova's casts) take
+    :class:`~scheduler.catalog.HostCatalog` itself, which implements it. It is
+    defined here, beside :class:`HostRecord`, and not in :mod:`scheduler.catalog`
+    because the host state builders sit below the catalog (which imports this
+    module). The records and aggregates returned are shared: read-only.
+    """
+
+    def record_for_provider(self, provider_uuid: str, provider_name: str | None) -> HostRecord:
+        """The record of the compute node whose root provider this is (a guess
+        named after the provider for one no source knows)."""
+
+    def provider_name(self, provider_uuid: str) -> str | None: ...
+
+    def host_rows(self, provider_uuids: Sequence[str]
+                  ) -> list[tuple[HostRecord, tuple[Aggregate, ...], tuple[str, ...], bool]]:
+        """Per root provider, in order: its record, its aggregates, the uuids of its
+        instances and whether instance info was ever reported; one consistent view."""
+
+    def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
+        """Compute nodes on service ``host`` named ``node`` (None matches any)."""
+
+    def aggregates_for_host(self, service_host: str) -> list[Aggregate]: ...
+
+    def aggregates_with_metadata(self, key: str,
+                                 value: str | None = None) -> list[Aggregate]: ...
+
+    def all_aggregates(self) -> list[Aggregate]: ...
+
+    def instances_on_host(self, service_host: str) -> dict[str, dict]: ...
+
+    def has_instance_info(self, service_host: str) -> bool: ...
+
+    def unknown_provider_uuids(self, uuids: Iterable[str]) -> set[str]:
+        """The uuids for which no source has a name."""
+
+    def unresolved_providers(self, uuids: Iterable[str]) -> set[str]:
+        """The root providers whose service host no source states."""
+
+    def remember_provider_names(self, names: Mapping[str, str]) -> None:
+        """Learn provider uuid -> name pairs from Placement: the one thing a request
+        writes (a cache of what Placement said, not host data)."""
 
 
 class HostState:
@@ -249,7 +296,7 @@ def host_roots(candidates: Candidates) -> dict[str, list[AllocationRequest]]:
     return by_root
 
 
-def build_host_states(candidates: Candidates, catalog, *,
+def build_host_states(candidates: Candidates, catalog: HostData, *,
                       default_availability_zone: str = 'nova') -> list[HostState]:
     """One HostState per compute host that has at least one allocation request."""
     trees: dict[str, list[ProviderSummary]] = {}

@@ -33,7 +33,7 @@ import numpy as np
 
 from placement_client.models import AllocationRequest, Candidates, summary_from_json
 from scheduler.filters.base import host_label
-from scheduler.host_state import SHARING_TRAIT, HostRecord, HostState
+from scheduler.host_state import SHARING_TRAIT, HostData, HostRecord, HostState
 
 if TYPE_CHECKING:
     from scheduler.objects.spec import Aggregate
@@ -110,7 +110,7 @@ def _record_values(r: HostRecord) -> tuple[Any, ...]:
 class HostTable:
     """The compute hosts of one Placement answer, as columns (row = host)."""
 
-    def __init__(self, candidates: Candidates, catalog, *,
+    def __init__(self, candidates: Candidates, catalog: HostData, *,
                  default_availability_zone: str = 'nova'):
         self.default_availability_zone = default_availability_zone
         summaries = candidates.raw_summaries()
@@ -397,8 +397,8 @@ class HostView(Sequence[HostState]):
         kept = [row for row in self.rows.tolist() if predicate(names[row], nodes[row])]
         return HostView(self.table, np.array(kept, dtype=np.intp))
 
-    def keep_cell(self, cell_uuid: str) -> HostView:
-        """The rows of compute nodes in cell ``cell_uuid``."""
+    def keep_cell(self, cell_uuid: str | None) -> HostView:
+        """The rows of compute nodes in cell ``cell_uuid`` (none for a cell without uuid)."""
         cells = self.table.cells
         kept = [row for row in self.rows.tolist() if cells[row] == cell_uuid]
         return HostView(self.table, np.array(kept, dtype=np.intp))

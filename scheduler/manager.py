@@ -23,13 +23,15 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from oslo_config import cfg
 
 from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest, Candidates, ConsumerAllocations
+from placement_client.query import AllocationCandidatesQuery
 from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
 from scheduler import explain, group_claims, metrics
@@ -37,17 +39,19 @@ from scheduler.candidate_reuse import CandidateReuse
 from scheduler.catalog.resolver import UNRESOLVED_REASON, HostResolver
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
+from scheduler.explain import InstanceAttempt, RequestTrace
+from scheduler.filters.base import BaseHostFilter
 from scheduler.filters.handler import apply_filters
-from scheduler.host_state import HostState, build_host_states
+from scheduler.host_state import HostData, HostState, build_host_states
 from scheduler.host_table import HostTable
 from scheduler.memory import DeferredRelease, paused_gc
 from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
-from scheduler.request.filters import run_request_filters
+from scheduler.request.filters import AggregateSource, RequestFilter, run_request_filters
 from scheduler.request.node_details import uses_compute_node_details
 from scheduler.request.translate import build_query, fallback_query_needed
 from scheduler.selection import first_fitting, order_hosts, pick_alternates, prefilter_hosts
-from scheduler.weights.base import Exclusion, weigh_hosts
+from scheduler.weights.base import BaseHostWeigher, Exclusion, weigh_hosts
 
 LOG = logging.getLogger(__name__)
 T = TypeVar('T')
@@ -71,12 +75,14 @@ class _Placed:
 
 
 class SchedulerManager:
-    def __init__(self, conf: cfg.ConfigOpts, *, placement, catalog, filters, weighers,
-                 request_filters, cleanups: claims_mod.PendingCleanups | None = None,
+    def __init__(self, conf: cfg.ConfigOpts, *, placement: PlacementAPI, catalog: HostData,
+                 filters: Sequence[BaseHostFilter], weighers: Sequence[BaseHostWeigher],
+                 request_filters: Sequence[RequestFilter],
+                 cleanups: claims_mod.PendingCleanups | None = None,
                  release: DeferredRelease | None = None,
                  rng: random.Random | None = None,
                  resolver: HostResolver | None = None,
-                 request_filter_sources=None,
+                 request_filter_sources: AggregateSource | None = None,
                  refresh_service_states: Callable[[], None] | None = None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None):
         self.conf = conf
@@ -110,10 +116,23 @@ class SchedulerManager:
         self.group_check = group_claims.GroupClaimCheck(placement, self.cleanups)
 
     # ------------------------------------------------------------------ request
+    @overload
+    def select_destinations(self, context: RequestContext, spec: RequestSpec,
+                            instance_uuids: list[str] | None, *, return_objects: bool = ...,
+                            return_alternates: bool = ...,
+                            finish: None = ...) -> list[list[Selection]]: ...
+
+    @overload
+    def select_destinations(self, context: RequestContext, spec: RequestSpec,
+                            instance_uuids: list[str] | None, *, return_objects: bool = ...,
+                            return_alternates: bool = ...,
+                            finish: Callable[[list[list[Selection]]], T]) -> T: ...
+
     def select_destinations(self, context: RequestContext, spec: RequestSpec,
                             instance_uuids: list[str] | None, *, return_objects: bool = True,
                             return_alternates: bool = False,
-                            finish: Callable[[list[list[Selection]]], T] | None = None) -> T:
+                            finish: Callable[[list[list[Selection]]], T] | None = None
+                            ) -> T | list[list[Selection]]:
         """Choose and claim a host per instance; raise NoValidHost with the reason.
 
         Without ``instance_uuids`` (RPC 4.0-4.3 callers) and for a rebuild
@@ -137,12 +156,14 @@ class SchedulerManager:
     def _select_destinations(self, context: RequestContext, spec: RequestSpec,
                              instance_uuids: list[str] | None, *, return_objects: bool,
                              return_alternates: bool,
-                             finish: Callable[[list[list[Selection]]], T] | None) -> T:
+                             finish: Callable[[list[list[Selection]]], T] | None
+                             ) -> T | list[list[Selection]]:
         # Request filters and consumption mutate the spec; the caller's stays intact.
         spec = copy.deepcopy(spec)
         given = instance_uuids is not None
-        uuids = list(instance_uuids) if given else [None] * max(spec.num_instances, 1)
-        trace = explain.RequestTrace(num_instances=len(uuids))
+        uuids: list[str | None] = (list(instance_uuids) if instance_uuids is not None
+                                   else [None] * max(spec.num_instances, 1))
+        trace = RequestTrace(num_instances=len(uuids))
         try:
             return self._decide_and_answer(context, spec, uuids, given, trace,
                                            return_objects=return_objects,
@@ -154,9 +175,10 @@ class SchedulerManager:
             self.release.later(trace)
 
     def _decide_and_answer(self, context: RequestContext, spec: RequestSpec,
-                           uuids: list[str | None], given: bool, trace: explain.RequestTrace,
+                           uuids: list[str | None], given: bool, trace: RequestTrace,
                            *, return_objects: bool, return_alternates: bool,
-                           finish: Callable[[list[list[Selection]]], T] | None) -> T:
+                           finish: Callable[[list[list[Selection]]], T] | None
+                           ) -> T | list[list[Selection]]:
         try:
             if spec.is_rebuild_check:
                 placed, remaining = self._rebuild_check(context, spec, uuids, trace=trace)
@@ -191,7 +213,7 @@ class SchedulerManager:
 
     def _schedule(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
                   *, claim: bool,
-                  trace: explain.RequestTrace) -> tuple[list[_Placed], Sequence[HostState]]:
+                  trace: RequestTrace) -> tuple[list[_Placed], Sequence[HostState]]:
         """Place every instance or raise; returns the placements and the last
         host order (what alternates are chosen from)."""
         try:
@@ -258,7 +280,7 @@ class SchedulerManager:
 
     def _rebuild_check(self, context: RequestContext, spec: RequestSpec,
                        uuids: list[str | None],
-                       *, trace: explain.RequestTrace) -> tuple[list[_Placed], Sequence[HostState]]:
+                       *, trace: RequestTrace) -> tuple[list[_Placed], Sequence[HostState]]:
         """Nova's rebuild check: may the instance stay on its (forced) host?
 
         No request filters, no candidates, no claim; only the filters with
@@ -274,7 +296,7 @@ class SchedulerManager:
                                 rebuild=True)
 
     def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
-                    hosts: Sequence[HostState], *, trace: explain.RequestTrace, claim: bool,
+                    hosts: Sequence[HostState], *, trace: RequestTrace, claim: bool,
                     rebuild: bool = False) -> tuple[list[_Placed], Sequence[HostState]]:
         placed: list[_Placed] = []
         try:
@@ -314,7 +336,7 @@ class SchedulerManager:
         """
         spec = copy.deepcopy(spec)
         uuids: list[str | None] = [None] * max(spec.num_instances, 1)
-        trace = explain.RequestTrace(num_instances=len(uuids))
+        trace = RequestTrace(num_instances=len(uuids))
         selections: list[list[Selection]] = []
         error: Exception | None = None
         try:
@@ -331,15 +353,15 @@ class SchedulerManager:
             error = _plugin_failure(e)
         return explain.build_report(trace, selections=selections, error=error, top=top)
 
-    def _failure_reason(self, trace: explain.RequestTrace) -> str:
+    def _failure_reason(self, trace: RequestTrace) -> str:
         if self.conf.scheduler.no_valid_host_reason == 'nova':
             return explain.nova_failure_reason(trace)
         return explain.failure_reason(trace,
                                       host_names=self.conf.scheduler.explain_host_names)
 
     # ------------------------------------------------------------------ stages
-    def _allocation_candidates(self, context: RequestContext, query,
-                               trace: explain.RequestTrace, *, reuse: bool = False) -> Candidates:
+    def _allocation_candidates(self, context: RequestContext, query: AllocationCandidatesQuery,
+                               trace: RequestTrace, *, reuse: bool = False) -> Candidates:
         key = query.describe()
         if reuse and self.reuse.enabled:
             cached = self.reuse.get(key)
@@ -373,8 +395,10 @@ class SchedulerManager:
                              spec: RequestSpec) -> tuple[str | None, bool]:
         """Requested (or forced) host/node -> ``in_tree`` provider; (in_tree, several nodes)."""
         dest = spec.requested_destination
-        host = dest.host if dest and dest.host else (spec.force_hosts or [None])[0]
-        node = dest.node if dest and dest.node else (spec.force_nodes or [None])[0]
+        host = dest.host if dest and dest.host else (
+            spec.force_hosts[0] if spec.force_hosts else None)
+        node = dest.node if dest and dest.node else (
+            spec.force_nodes[0] if spec.force_nodes else None)
         if not host and not node:
             return None, False
         roots = self._find_roots(context, host, node)
@@ -395,7 +419,7 @@ class SchedulerManager:
         """
         records = self.catalog.find_nodes(host, node)
         found = {r.provider_uuid: r.nodename for r in records if r.provider_uuid}
-        names = [r.nodename for r in records if not r.provider_uuid]
+        names: list[str | None] = [r.nodename for r in records if not r.provider_uuid]
         if not records:
             names = [node or host]
         learnt: dict[str, str] = {}
@@ -428,8 +452,10 @@ class SchedulerManager:
             raise exc.InvalidInput(reason=f'a rebuild check may name at most '
                                           f'{_MAX_REBUILD_NAMES} host/node combinations')
         roots: dict[str, str] = {}
-        for host in hosts or [None]:
-            for node in nodes or [None]:
+        # None: any host (node), when only nodes (hosts) are named.
+        anything: list[str | None] = [None]
+        for host in hosts or anything:
+            for node in nodes or anything:
                 roots.update(self._find_roots(context, host, node))
         if not roots:
             raise exc.NoValidHost(reason=f'No such host - host: {",".join(hosts) or None} '
@@ -474,13 +500,13 @@ class SchedulerManager:
         self.catalog.remember_provider_names(names)
 
     def _sorted_hosts(self, spec: RequestSpec, hosts: Sequence[HostState], index: int,
-                      attempt: explain.InstanceAttempt, *,
+                      attempt: InstanceAttempt, *,
                       rebuild: bool = False) -> Sequence[HostState]:
         if hosts and forcing_skips_filters(spec):
             # Nova: an operator who forces a host (az:host[:node]) gets it unfiltered.
             LOG.debug('host forced without %s: filters skipped for %d host(s)',
                       NOVA_CHECK_TYPE, len(hosts))
-            passed = list(hosts)
+            passed: Sequence[HostState] = list(hosts)
             attempt.filters_skipped = True
         else:
             with metrics.stage('filtering'):
@@ -508,7 +534,7 @@ class SchedulerManager:
                            rng=self.rng)
 
     def _claim_first(self, context: RequestContext, spec: RequestSpec, ordered: Sequence[HostState],
-                     instance_uuid: str | None, attempt: explain.InstanceAttempt,
+                     instance_uuid: str | None, attempt: InstanceAttempt,
                      *, claim: bool) -> _Placed | None:
         per_host = self.conf.scheduler.max_claim_candidates_per_host
         project_id = spec.project_id or context.project_id
@@ -524,6 +550,8 @@ class SchedulerManager:
             if not claim:
                 attempt.claimed_host = host.host
                 return _Placed(instance_uuid, host, fitting[0])
+            # Claims are made only for the instance uuids the caller gave.
+            assert instance_uuid is not None
             for alloc_req in fitting[:per_host]:
                 try:
                     made = self.claimer.claim(instance_uuid, alloc_req, project_id=project_id,
@@ -563,7 +591,7 @@ class SchedulerManager:
 
     def _forget_lost_claim(self, context: RequestContext, instance_uuid: str,
                            alloc_req: AllocationRequest, known: ConsumerAllocations | None, *,
-                           project_id: str, user_id: str) -> None:
+                           project_id: str | None, user_id: str | None) -> None:
         """Placement went away during a claim: the PUT may have landed anyway.
 
         For a consumer this request would have created, queue a cleanup that
@@ -584,7 +612,7 @@ class SchedulerManager:
 
     def _with_fallback(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
                        *, limit: int | None, in_tree: str | None,
-                       trace: explain.RequestTrace) -> Candidates:
+                       trace: RequestTrace) -> Candidates:
         """Nova's PCPU fallback: also ask with VCPU, for computes that still report
         pinned CPUs as VCPU, and merge the answers (pinned candidates first)."""
         fallback = build_query(spec, limit=limit, in_tree=in_tree, pinning_translate=False)
@@ -608,9 +636,10 @@ class SchedulerManager:
         group = spec.instance_group
         if group is not None and placed.host.host not in group.hosts:
             group.hosts.append(placed.host.host)
+        mappings = placed.alloc_req.mappings if placed.alloc_req is not None else {}
         for rg in spec.requested_resources:
-            if placed.alloc_req is not None and rg.requester_id in placed.alloc_req.mappings:
-                rg.provider_uuids = list(placed.alloc_req.mappings[rg.requester_id])
+            if rg.requester_id is not None and rg.requester_id in mappings:
+                rg.provider_uuids = list(mappings[rg.requester_id])
 
     def _rollback(self, context: RequestContext, placed: list[_Placed]) -> None:
         made = [p.claim for p in placed if p.claim is not None]
@@ -628,7 +657,7 @@ class SchedulerManager:
         selected = {p.host.uuid for p in placed}
         if num_alts and len(placed) > 1:
             # Nova sorts once more after all consumptions so alternates reflect them.
-            attempt = explain.InstanceAttempt(index=len(placed) - 1)
+            attempt = InstanceAttempt(index=len(placed) - 1)
             ordered = self._sorted_hosts(spec, ordered, len(placed) - 1, attempt)
         result = []
         for p in placed:
@@ -648,13 +677,13 @@ class SchedulerManager:
     @staticmethod
     def _selection(host: HostState, alloc_req: AllocationRequest | None, *,
                    with_request: bool) -> Selection:
-        with_request = with_request and alloc_req is not None
+        sent = alloc_req if with_request else None
         return Selection(
             compute_node_uuid=host.uuid, service_host=host.host, nodename=host.nodename,
             cell_uuid=host.cell_uuid,
-            allocation_request=alloc_req.dumps() if with_request else 'null',
+            allocation_request=sent.dumps() if sent is not None else 'null',
             allocation_request_version=(ALLOCATION_CANDIDATES_MICROVERSION
-                                        if with_request else None),
+                                        if sent is not None else None),
             availability_zone=host.availability_zone,
             # Nova's SchedulerLimits.from_dict(host.limits): NUMATopologyFilter's limits
             # for the compute node's own claim.

@@ -19,10 +19,17 @@ import json
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from scheduler import explain
 from scheduler.objects.spec import Flavor, ImageMeta, ImageMetaProps, RequestSpec
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
+
+    from placement_client.api import PlacementAPI
+    from scheduler.host_state import HostData
+    from scheduler.manager import SchedulerManager
 
 EXIT_PLACED = 0
 EXIT_NO_VALID_HOST = 1
@@ -267,7 +274,8 @@ def render(report: explain.ExplainReport, spec: RequestSpec | None = None) -> st
 
 
 # ------------------------------------------------------------------ running it
-def _manager(conf, placement, catalog):
+def _manager(conf: cfg.ConfigOpts, placement: PlacementAPI,
+             catalog: HostData) -> SchedulerManager:
     from scheduler import plugins
     from scheduler.manager import SchedulerManager
     from scheduler.request.filters import load_request_filters
@@ -278,7 +286,7 @@ def _manager(conf, placement, catalog):
                             request_filters=load_request_filters(conf.scheduler.request_filters))
 
 
-def _explain(manager, spec: RequestSpec, top: int) -> explain.ExplainReport:
+def _explain(manager: SchedulerManager, spec: RequestSpec, top: int) -> explain.ExplainReport:
     from scheduler.context import RequestContext
 
     context = RequestContext(project_id=spec.project_id, user_id=spec.user_id)
