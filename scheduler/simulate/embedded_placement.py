@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 if TYPE_CHECKING:
-    from wsgiref.types import WSGIApplication
+    # typeshed's name for it on every Python version (wsgiref.types is 3.11+)
+    from _typeshed.wsgi import WSGIApplication
 
 LOG = logging.getLogger(__name__)
 
