@@ -1,6 +1,9 @@
-"""Builders of test data: HostStates from provider summaries, aggregates, specs, config.
+"""Builders of test data, for unit and functional tests alike: ids, HostStates from
+provider summaries, aggregates, RequestSpecs, configuration, and select_destinations
+asked the way Nova's conductor asks it.
 
-Shared by unit and functional tests; keep them general (every argument optional but the name).
+Keep them general (every argument optional but the name); a test that wants other
+defaults wraps one of these in a named helper of its own.
 """
 from __future__ import annotations
 
@@ -8,24 +11,71 @@ import datetime
 import importlib
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
 from placement_client.models import AllocationRequest, ProviderSummary, ResourceUsage
+from scheduler.context import RequestContext
 from scheduler.host_state import HostRecord, HostState
-from scheduler.objects.spec import Aggregate, Flavor, InstanceGroup, RequestSpec
+from scheduler.manager import SchedulerManager
+from scheduler.objects.codec import encode_request_spec
+from scheduler.objects.spec import (
+    Aggregate,
+    Flavor,
+    ImageMeta,
+    ImageMetaProps,
+    InstanceGroup,
+    RequestLevelParams,
+    RequestSpec,
+)
+from scheduler.rpc.client import SchedulerClient
 
+if TYPE_CHECKING:
+    from scheduler.objects.spec import Destination, RequestGroup
+
+# -- ids ---------------------------------------------------------------------------------------
+#: The cell of the catalogs and managers tests build (``HostCatalog(default_cell_uuid=CELL)``).
+CELL = '00000000-0000-4000-8000-0000000000c1'
+#: A second cell, for requests that must not cross from one cell to another.
+CELL2 = '00000000-0000-4000-8000-0000000000c2'
+#: The cell ``make_host`` puts a host in unless told otherwise.
 CELL_UUID = '00000000-0000-4000-8000-00000000ce11'
-_NAMESPACE = uuidlib.UUID('5f1d1c2e-6f0a-4e49-9b8e-2a1c0b7f4d11')
+#: The ``[scheduler] default_cell_uuid`` of the service the functional and interop tests start.
+SERVICE_CELL = '00000000-0000-0000-0000-0000000000c1'
+#: The project and user that ask for instances (Nova's ids are 32 hex digits).
+PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
+USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
+#: The request context Nova's conductor sends over RPC: PROJECT's USER, a member.
+CONTEXT = {'request_id': 'req-functional', 'user_id': USER, 'project_id': PROJECT,
+           'auth_token': 'gAAAAA-functional-test-token', 'roles': ['member']}
+#: The token of REQUEST_CONTEXT: no log line, reason or error may ever show it.
+TOKEN = 'gAAAAA-unit-test-token-must-never-leak'
+#: A request of PROJECT's USER as the manager gets it, in process.
+REQUEST_CONTEXT = RequestContext(request_id='req-unit', user_id=USER, project_id=PROJECT,
+                                 auth_token=TOKEN)
 
-# (capacity, used) per resource class; capacity as Placement reports it.
-Usage = tuple[int, int]
+_NAMESPACE = uuidlib.UUID('5f1d1c2e-6f0a-4e49-9b8e-2a1c0b7f4d11')
 
 
 def uuid_for(name: str) -> str:
     """A stable uuid derived from a name, so tests can refer to providers by name."""
     return str(uuidlib.uuid5(_NAMESPACE, name))
+
+
+def uuids(n: int) -> list[str]:
+    """``n`` instance uuids, the same in every run (…0001, …0002, …)."""
+    return [f'6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e{i:04x}' for i in range(1, n + 1)]
+
+
+def new_uuids(n: int) -> list[str]:
+    """``n`` fresh random uuids: consumers no other test of a shared Placement has used."""
+    return [str(uuidlib.uuid4()) for _ in range(n)]
+
+
+# -- hosts and aggregates ----------------------------------------------------------------------
+# (capacity, used) per resource class; capacity as Placement reports it.
+Usage = tuple[int, int]
 
 
 def make_aggregate(name: str, *, metadata: Mapping[str, str] | None = None,
@@ -84,18 +134,108 @@ def make_host(name: str, *,
                      instances={u: {'uuid': u} for u in instances})
 
 
-def make_spec(*, instance_uuid: str | None = None, group: InstanceGroup | None = None,
-              hints: Mapping[str, Any] | None = None, flavor: Flavor | None = None,
-              rebuild: bool = False, **fields: Any) -> RequestSpec:
-    """A RequestSpec; hints are given as plain values and stored as Nova's lists."""
+# -- specs -------------------------------------------------------------------------------------
+def make_spec(*, vcpus: int = 1, memory_mb: int = 512, root_gb: int = 1, ephemeral_gb: int = 0,
+              swap: int = 0, extra_specs: Mapping[str, str] | None = None,
+              flavor: Flavor | None = None, image_props: Mapping[str, Any] | None = None,
+              instance_uuid: str | None = None, group: InstanceGroup | None = None,
+              hints: Mapping[str, Any] | None = None, rebuild: bool = False,
+              **fields: Any) -> RequestSpec:
+    """A RequestSpec: a flavor of ``vcpus``, ``memory_mb``, ``root_gb``... (or ``flavor``),
+    an image with ``image_props`` (no image without them; or pass ``image``), and
+    hints given as plain values, stored as Nova's lists. Other fields pass through."""
     scheduler_hints = {k: v if isinstance(v, list) else [v] for k, v in (hints or {}).items()}
     if rebuild:
         scheduler_hints['_nova_check_type'] = ['rebuild']
-    return RequestSpec(flavor=flavor or Flavor(vcpus=1, memory_mb=512, root_gb=1),
-                       instance_uuid=instance_uuid, instance_group=group,
+    if flavor is None:
+        flavor = Flavor(vcpus=vcpus, memory_mb=memory_mb, root_gb=root_gb,
+                        ephemeral_gb=ephemeral_gb, swap=swap, extra_specs=dict(extra_specs or {}))
+    if image_props is not None:
+        fields['image'] = ImageMeta(properties=ImageMetaProps(image_props))
+    return RequestSpec(flavor=flavor, instance_uuid=instance_uuid, instance_group=group,
                        scheduler_hints=scheduler_hints, **fields)
 
 
+def user_spec(**fields: Any) -> RequestSpec:
+    """make_spec, asked for by PROJECT's USER."""
+    fields.setdefault('project_id', PROJECT)
+    fields.setdefault('user_id', USER)
+    return make_spec(**fields)
+
+
+def boot_spec(*, vcpus: int = 1, ram_mb: int = 1024, disk_gb: int = 10,
+              extra_specs: Mapping[str, str] | None = None, group_policy: str | None = None,
+              group_members: Sequence[str] = (), num_instances: int = 1,
+              **fields: Any) -> RequestSpec:
+    """A boot as nova-api asks for it: a named flavor, a cirros image, PROJECT's USER, and
+    with ``group_policy`` a new server group of that policy (and its ``group`` hint)."""
+    group, hints = None, {}
+    if group_policy:
+        group = InstanceGroup(uuid=str(uuidlib.uuid4()), policy=group_policy,
+                              policies=[group_policy], members=list(group_members))
+        hints = {'group': [group.uuid]}
+    return make_spec(
+        flavor=Flavor(id=1, flavorid='f1', name=f'test.{vcpus}-{ram_mb}', vcpus=vcpus,
+                      memory_mb=ram_mb, root_gb=disk_gb, extra_specs=dict(extra_specs or {})),
+        image=ImageMeta(id=str(uuidlib.uuid4()), name='cirros', disk_format='qcow2',
+                        container_format='bare'),
+        project_id=PROJECT, user_id=USER, num_instances=num_instances, group=group,
+        hints=hints, **fields)
+
+
+def nova_spec(*, vcpus: int = 4, memory_mb: int = 4096, root_gb: int = 40,
+              image_props: Mapping[str, Any] | None = None, image: bool = True,
+              root_required: tuple[str, ...] = ('OWNER_NOVA',),
+              root_forbidden: tuple[str, ...] = ('COMPUTE_STATUS_DISABLED',),
+              same_subtree: list[list[str]] | None = None,
+              requested_resources: list[RequestGroup] | None = None,
+              destination: Destination | None = None, **fields: Any) -> RequestSpec:
+    """The spec Nova's scheduler translates for a 4 vCPU, 4096 MB, 40 GB flavor with an
+    image: after its always-on request filters (``nova/scheduler/request_filter.py``) put
+    ``OWNER_NOVA`` (``owner_nova_filter``) and ``!COMPUTE_STATUS_DISABLED``
+    (``compute_status_filter``) on the root."""
+    return make_spec(
+        vcpus=vcpus, memory_mb=memory_mb, root_gb=root_gb,
+        image_props=(image_props or {}) if image else None,
+        request_level_params=RequestLevelParams(root_required=set(root_required),
+                                                root_forbidden=set(root_forbidden),
+                                                same_subtree=list(same_subtree or [])),
+        requested_resources=list(requested_resources or []),
+        requested_destination=destination, **fields)
+
+
+# -- select_destinations -----------------------------------------------------------------------
+def select(scheduler: Any, spec: RequestSpec, instance_uuids: Sequence[str] | None, *,
+           context: RequestContext | Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """select_destinations as Nova's conductor calls it: alternates asked for unless
+    ``return_alternates=False``.
+
+    ``scheduler`` is a SchedulerManager, called in process with the spec itself and
+    REQUEST_CONTEXT (Selection objects back); or a SchedulerClient, or a running service
+    (its ``client``), called over RPC with the spec encoded and CONTEXT.
+    """
+    kwargs.setdefault('return_alternates', True)
+    if isinstance(scheduler, SchedulerManager):
+        kwargs.setdefault('return_objects', True)
+        return scheduler.select_destinations(context or REQUEST_CONTEXT, spec, instance_uuids,
+                                             **kwargs)
+    client = scheduler if isinstance(scheduler, SchedulerClient) else scheduler.client
+    return client.select_destinations(context or CONTEXT, encode_request_spec(spec),
+                                      instance_uuids, **kwargs)
+
+
+def first_choice(scheduler: Any, spec: RequestSpec | None = None) -> Any:
+    """The Selection chosen for one new instance of ``spec`` (a plain boot_spec by default)."""
+    [selections] = select(scheduler, spec or boot_spec(), new_uuids(1))
+    return selections[0]
+
+
+def chosen_host(scheduler: Any, spec: RequestSpec | None = None) -> str:
+    """The service host chosen for one new instance of ``spec``."""
+    return first_choice(scheduler, spec).service_host
+
+
+# -- configuration -----------------------------------------------------------------------------
 # Options this test support needs; registered only where the service's own
 # conf modules (written separately) have not registered them already.
 _FALLBACK_OPTS: dict[str | None, list[cfg.Opt]] = {

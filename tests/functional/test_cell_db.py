@@ -19,6 +19,7 @@ from scheduler.filters.numa_topology import NUMATopologyFilter
 from scheduler.host_state import HostState
 from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Flavor, RequestSpec
+from tests.builders import CELL, CONTEXT, boot_spec, new_uuids
 from tests.fixtures.cell_databases import READER_PASSWORD, CellDatabase, ComputeNodeRow
 from tests.fixtures.nova_host_data import (
     numa_cell,
@@ -27,9 +28,8 @@ from tests.fixtures.nova_host_data import (
     pci_stats_json,
     two_cell_host,
 )
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.functional.cloud import add_host
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
 BIG = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'big.example.org'))
 SMALL = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'small.example.org'))
 GONE = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'gone.example.org'))

@@ -14,7 +14,8 @@ from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest
 from scheduler.claims import Claim, Claimer, PendingCleanups
 from scheduler.group_claims import GroupCheckFailed, GroupClaimCheck, GroupRaceLost
-from tests.functional.cloud import PROJECT, USER, add_host, boot_spec
+from tests.builders import PROJECT, USER, boot_spec
+from tests.functional.cloud import add_host
 
 
 class Recorder:

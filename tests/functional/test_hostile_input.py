@@ -29,9 +29,10 @@ from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
+from tests.builders import CONTEXT, SERVICE_CELL, boot_spec
 from tests.fixtures.placement import make_placement_conf
-from tests.fixtures.service import CELL, RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, consumers_with_allocations
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 MAX_INSTANCES = 4
 MAX_STRING = 256
@@ -67,7 +68,7 @@ def served(request, embedded_placement) -> Iterator[Served]:
                          'scheduler.max_nesting_depth': MAX_DEPTH})
     transport = get_transport(conf)
     service = SchedulerService(conf, transport=transport,
-                               catalog=HostCatalog(default_cell_uuid=CELL))
+                               catalog=HostCatalog(default_cell_uuid=SERVICE_CELL))
     service.start()
     try:
         yield Served(SchedulerClient(transport, topic=topic, timeout=30), placement, hosts,

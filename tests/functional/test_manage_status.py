@@ -24,8 +24,9 @@ import pytest
 from placement_client.client import PlacementClient
 from scheduler.cmd import manage
 from scheduler.cmd.manage_status import FAILURE, OK, SKIPPED, WARNING, exit_code, run_checks
+from tests.builders import SERVICE_CELL
 from tests.fixtures.placement import make_placement_conf
-from tests.fixtures.service import CELL, RABBIT_URL, make_conf, rabbit_answers
+from tests.fixtures.service import RABBIT_URL, make_conf, rabbit_answers
 from tests.functional.cloud import add_host
 
 NAMES = ['config', 'placement', 'credentials', 'catalog', 'broker', 'workers']
@@ -56,7 +57,7 @@ host = status-test
 [scheduler]
 workers = 1
 rpc_topic = status-{uuid.uuid4().hex[:8]}
-default_cell_uuid = {CELL}
+default_cell_uuid = {SERVICE_CELL}
 
 [placement]
 auth_type = admin_token

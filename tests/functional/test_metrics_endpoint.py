@@ -12,10 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler import exceptions as exc
-from scheduler.objects.codec import encode_request_spec
+from tests.builders import boot_spec, new_uuids, select
 from tests.fixtures.processes import ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, rabbit_answers
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.functional.cloud import add_host
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
@@ -37,11 +37,9 @@ def test_a_scrape_shows_the_requests_stages_and_catalog_of_the_worker(
     port = running.service.metrics.port
     before = scrape(port)
 
-    running.client.select_destinations(CONTEXT, encode_request_spec(boot_spec(vcpus=2)),
-                                       new_uuids(1), return_alternates=True)
+    select(running, boot_spec(vcpus=2), new_uuids(1))
     with pytest.raises(exc.NoValidHost):
-        running.client.select_destinations(CONTEXT, encode_request_spec(boot_spec(vcpus=64)),
-                                           new_uuids(1), return_alternates=True)
+        select(running, boot_spec(vcpus=64), new_uuids(1))
 
     after = scrape(port)
     requests = 'scheduler_select_destinations_total'

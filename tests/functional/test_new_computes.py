@@ -10,16 +10,15 @@ from __future__ import annotations
 import pytest
 
 from scheduler.exceptions import NoValidHost
-from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.service import SchedulerService
+from tests.builders import first_choice
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.cell_databases import ComputeNodeRow
 from tests.fixtures.fake_nova import FakeNova
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.functional.cloud import add_host
 
 OTHER_CELL = 'c0ffee00-0000-4000-8000-00000000ce11'
-
 
 
 @pytest.fixture
@@ -37,12 +36,6 @@ def start(start_scheduler):
     return start_service
 
 
-def select(client: SchedulerClient, spec=None):
-    [selections] = client.select_destinations(CONTEXT, encode_request_spec(spec or boot_spec()),
-                                              new_uuids(1), return_alternates=True)
-    return selections[0]
-
-
 def test_a_compute_registered_after_the_sync_is_answered_under_its_service_host(
         placement_client, fake_nova, start):
     service, client = start(nova=fake_nova)
@@ -52,7 +45,7 @@ def test_a_compute_registered_after_the_sync_is_answered_under_its_service_host(
     node = add_host(placement_client, 'node-7.example.org')
     fake_nova.hypervisors = [samples.hypervisor(node, 'node-7.example.org', 'node-7')]
 
-    chosen = select(client)
+    chosen = first_choice(client)
 
     assert (chosen.service_host, chosen.nodename) == ('node-7', 'node-7.example.org')
     assert f'/v2.1/os-hypervisors/{node}' in fake_nova.requests
@@ -67,8 +60,8 @@ def test_a_provider_no_source_knows_is_left_out_and_looked_up_again_only_after_a
     orphan = add_host(placement_client, 'cn-orphan', ram_mb=65536)  # the weighers' favourite
     fake_nova.hypervisors = [samples.hypervisor(known, 'cn-known', 'cn-known')]
 
-    assert select(client).service_host == 'cn-known'
-    assert select(client).service_host == 'cn-known'
+    assert first_choice(client).service_host == 'cn-known'
+    assert first_choice(client).service_host == 'cn-known'
 
     looked_up = fake_nova.requests.count(f'/v2.1/os-hypervisors/{orphan}')
     assert looked_up == 1  # not once per request
@@ -80,7 +73,7 @@ def test_with_only_unknown_providers_the_answer_is_no_valid_host_naming_none(
     add_host(placement_client, 'cn-nobody-knows')
 
     with pytest.raises(NoValidHost) as failure:
-        select(client)
+        first_choice(client)
 
     assert 'compute node not yet known to the scheduler' in str(failure.value)
     assert 'cn-nobody-knows' not in str(failure.value)
@@ -90,7 +83,7 @@ def test_without_host_sources_provider_names_stand_for_service_hosts(placement_c
     service, client = start()
     add_host(placement_client, 'cn-by-name')
 
-    assert select(client).service_host == 'cn-by-name'
+    assert first_choice(client).service_host == 'cn-by-name'
 
 
 def test_a_compute_read_from_its_cell_database_is_scheduled_in_that_cell(
@@ -99,7 +92,7 @@ def test_a_compute_read_from_its_cell_database_is_scheduled_in_that_cell(
     node = add_host(placement_client, 'node-9.example.org')
     cell_db.insert([ComputeNodeRow(uuid=node, nodename='node-9.example.org', host='node-9')])
 
-    chosen = select(client)
+    chosen = first_choice(client)
 
     assert (chosen.service_host, chosen.nodename, chosen.cell_uuid) == (
         'node-9', 'node-9.example.org', OTHER_CELL)
@@ -112,6 +105,6 @@ def test_with_both_sources_a_new_compute_gets_its_cell_from_its_cell_database(
     fake_nova.hypervisors = [samples.hypervisor(node, 'node-5.example.org', 'node-5')]
     cell_db.insert([ComputeNodeRow(uuid=node, nodename='node-5.example.org', host='node-5')])
 
-    chosen = select(client)
+    chosen = first_choice(client)
 
     assert (chosen.service_host, chosen.cell_uuid) == ('node-5', OTHER_CELL)

@@ -19,8 +19,9 @@ from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
-from tests.fixtures.service import CELL, make_conf
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids, select
+from tests.fixtures.service import make_conf
+from tests.functional.cloud import add_host
 
 
 class Recorder:
@@ -58,7 +59,7 @@ def notified_scheduler(placement, transport_url):
     listener.start()
     transport = get_transport(conf)
     service = SchedulerService(conf, transport=transport,
-                               catalog=HostCatalog(default_cell_uuid=CELL),
+                               catalog=HostCatalog(default_cell_uuid=SERVICE_CELL),
                                notification_transport=notification_transport)
     service.start()
     client = SchedulerClient(transport, topic=topic, timeout=60)
@@ -78,8 +79,7 @@ def test_a_placed_request_sends_start_and_end_in_both_formats_without_the_token(
     [instance] = new_uuids(1)
 
     spec = boot_spec(vcpus=2, instance_uuid=instance)
-    client.select_destinations(CONTEXT, encode_request_spec(spec), [instance],
-                               return_alternates=True)
+    select(client, spec, [instance])
 
     got = receive(recorder, 4)
     by_key = {(n['publisher_id'], n['event_type']): n for n in got}
@@ -104,8 +104,7 @@ def test_a_request_that_fails_sends_only_start(notified_scheduler, placement_cli
     add_host(placement_client, 'cn0', vcpus=2)
 
     with pytest.raises(exc.NoValidHost):
-        client.select_destinations(CONTEXT, encode_request_spec(boot_spec(vcpus=64)),
-                                   new_uuids(1), return_alternates=True)
+        select(client, boot_spec(vcpus=64), new_uuids(1))
 
     got = receive(recorder, 2)
     assert {n['event_type'] for n in got} == {'scheduler.select_destinations.start'}

@@ -8,15 +8,14 @@ import uuid
 
 import pytest
 
-from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.service import SchedulerService
+from tests.builders import boot_spec, chosen_host
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.fake_nova import TOKEN
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.functional.cloud import add_host
 
 AZ_AGGREGATE = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'aggregate:london'))
-
 
 
 @pytest.fixture
@@ -51,19 +50,13 @@ def start_with_nova(start_scheduler, fake_nova):
     return start
 
 
-def select(client: SchedulerClient, spec) -> str:
-    [selections] = client.select_destinations(CONTEXT, encode_request_spec(spec), new_uuids(1),
-                                              return_alternates=True)
-    return selections[0].service_host
-
-
 def test_a_started_scheduler_knows_nova_s_zones_and_disabled_hosts_before_any_cast(
         cloud, fake_nova, start_with_nova, caplog):
     caplog.set_level(logging.DEBUG)
     service, client = start_with_nova()
 
-    assert select(client, boot_spec()) == 'plain-host'   # not the bigger, disabled one
-    assert select(client, boot_spec(availability_zone='london')) == 'az-host'
+    assert chosen_host(client, boot_spec()) == 'plain-host'   # not the bigger, disabled one
+    assert chosen_host(client, boot_spec(availability_zone='london')) == 'az-host'
 
     # All three pages of hypervisors (page size 2) at 2.87, with the planted token.
     assert fake_nova.requests.count('/v2.1/os-hypervisors/detail') == 2
@@ -81,21 +74,21 @@ def test_a_failing_compute_api_keeps_the_last_good_data_until_it_answers_again(
     fake_nova.fail_with = 500
     assert sync.sync_once() is False
     assert 'HTTP 500' in caplog.text and 'keeping the last good data' in caplog.text
-    assert select(client, boot_spec(availability_zone='london')) == 'az-host'
-    assert select(client, boot_spec()) == 'plain-host'
+    assert chosen_host(client, boot_spec(availability_zone='london')) == 'az-host'
+    assert chosen_host(client, boot_spec()) == 'plain-host'
 
     # Back, and the operator re-enabled the big host meanwhile.
     fake_nova.fail_with = None
     fake_nova.services[-1] = samples.compute_service('disabled-host')
     assert sync.sync_once() is True
-    assert select(client, boot_spec()) == 'disabled-host'
+    assert chosen_host(client, boot_spec()) == 'disabled-host'
     assert TOKEN not in caplog.text
 
 
 def test_a_host_disabled_through_the_api_is_never_chosen_by_the_next_request(
         cloud, fake_nova, start_with_nova):
     service, client = start_with_nova()
-    assert select(client, boot_spec()) == 'plain-host'
+    assert chosen_host(client, boot_spec()) == 'plain-host'
     reads = fake_nova.requests.count('/v2.1/os-services')
 
     # Forced down a moment ago: the periodic sync is an hour away.
@@ -103,7 +96,7 @@ def test_a_host_disabled_through_the_api_is_never_chosen_by_the_next_request(
                           samples.compute_service('az-host'),
                           samples.compute_service('disabled-host', disabled=True)]
 
-    assert select(client, boot_spec()) == 'az-host'
+    assert chosen_host(client, boot_spec()) == 'az-host'
     assert fake_nova.requests.count('/v2.1/os-services') == reads + 1  # one read per request
 
 
@@ -115,5 +108,5 @@ def test_with_service_state_max_age_negative_only_the_sync_reads_services(
     fake_nova.services = [samples.compute_service('plain-host', up=False, forced_down=True)]
 
     # The state the sync read still stands: an operator's choice of staleness.
-    assert select(running.client, boot_spec()) == 'plain-host'
+    assert chosen_host(running.client, boot_spec()) == 'plain-host'
     assert fake_nova.requests.count('/v2.1/os-services') == reads

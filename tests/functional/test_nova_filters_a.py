@@ -8,16 +8,9 @@ import yaml
 
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
-from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import ImageMetaProps
-from tests.fixtures.service import CELL
-from tests.functional.cloud import (
-    CONTEXT,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.builders import SERVICE_CELL, boot_spec, chosen_host
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 FILTERS = ['ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter']
 
@@ -36,14 +29,8 @@ def two_kinds_of_host(placement_client, tmp_path):
          'hypervisor_version': 8002000, 'supported_instances': [['aarch64', 'qemu', 'hvm']],
          'cpu_info': {'arch': 'aarch64', 'vendor': 'ARM', 'maxphysaddr': {'bits': 48}}},
     ]}))
-    catalog = HostCatalog.from_file(str(hosts_file), default_cell_uuid=CELL)
+    catalog = HostCatalog.from_file(str(hosts_file), default_cell_uuid=SERVICE_CELL)
     return catalog, (x86, arm)
-
-
-def select(running, spec):
-    [selections] = running.client.select_destinations(
-        CONTEXT, encode_request_spec(spec), new_uuids(1), return_alternates=True)
-    return selections[0].service_host
 
 
 def test_requests_land_on_the_host_whose_capabilities_fit(start_scheduler, two_kinds_of_host):
@@ -52,9 +39,9 @@ def test_requests_land_on_the_host_whose_capabilities_fit(start_scheduler, two_k
     arm_image = boot_spec()
     arm_image.image.properties = ImageMetaProps(hw_architecture='aarch64')
 
-    assert select(running, boot_spec()) == 'x86-big'     # what the weighers prefer
-    assert select(running, arm_image) == 'arm-small'      # ImagePropertiesFilter
-    assert select(running, boot_spec(extra_specs={'hw:maxphysaddr_bits': '46'})) == \
+    assert chosen_host(running, boot_spec()) == 'x86-big'     # what the weighers prefer
+    assert chosen_host(running, arm_image) == 'arm-small'      # ImagePropertiesFilter
+    assert chosen_host(running, boot_spec(extra_specs={'hw:maxphysaddr_bits': '46'})) == \
         'arm-small'                                        # ComputeCapabilitiesFilter
 
 
@@ -66,7 +53,7 @@ def test_when_no_host_fits_the_reason_names_each_filter_that_said_no(
     spec.image.properties = ImageMetaProps(hw_architecture='aarch64')
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(running, spec)
+        chosen_host(running, spec)
 
     assert failure.value.reason == (
         "0/2 hosts available: ComputeCapabilitiesFilter removed 1 (extra spec "

@@ -11,16 +11,9 @@ import pytest
 
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
-from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Aggregate
-from tests.fixtures.service import CELL
-from tests.functional.cloud import (
-    CONTEXT,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.builders import SERVICE_CELL, boot_spec, new_uuids, select
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 OTHER_PROJECT = '0c7e2f41d9b84a6f9e3d5b1a7c2e4f60'
 FILTERS = {
@@ -32,7 +25,7 @@ FILTERS = {
 
 def catalog_with(*, private: bool = True, full: bool = True, free: bool = True) -> HostCatalog:
     """What nova-api's aggregate casts and nova-compute's instance syncs would have said."""
-    catalog = HostCatalog(default_cell_uuid=CELL)
+    catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
     if private:
         catalog.update_aggregates([Aggregate(
             id=1, uuid='7d3c1b2a-0000-4000-8000-0000000a66e1', name='dedicated',
@@ -55,11 +48,6 @@ def build_cloud(placement_client, *, private: bool = True, full: bool = True,
     if free:
         hosts.append(add_host(placement_client, 'free', ram_mb=16384))
     return hosts
-
-
-def select(running, spec, uuids):
-    return running.client.select_destinations(CONTEXT, encode_request_spec(spec), uuids,
-                                              return_alternates=True)
 
 
 def test_reserved_and_full_hosts_are_passed_over_even_as_alternates(

@@ -7,14 +7,8 @@ from __future__ import annotations
 
 from scheduler.catalog import HostCatalog
 from scheduler.objects.codec import encode_request_spec
-from tests.fixtures.service import CELL
-from tests.functional.cloud import (
-    CONTEXT,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 STACK = {'filter_scheduler.ram_weight_multiplier': -1.0}
 
@@ -69,7 +63,7 @@ def test_with_novas_default_weight_classes_a_host_with_recent_build_failures_is_
     hosts_file = tmp_path / 'hosts.yaml'
     hosts_file.write_text('hosts:\n  - nodename: cn0\n    stats:\n      failed_builds: "1"\n')
     running = start_scheduler(
-        catalog=HostCatalog.from_file(str(hosts_file), default_cell_uuid=CELL),
+        catalog=HostCatalog.from_file(str(hosts_file), default_cell_uuid=SERVICE_CELL),
         **{'filter_scheduler.weight_classes': ['nova.scheduler.weights.all_weighers']})
     assert {w.name for w in running.service.manager.weighers} >= {
         'BuildFailureWeigher', 'MetricsWeigher', 'ServerGroupSoftAntiAffinityWeigher'}

@@ -12,15 +12,8 @@ import yaml
 
 from scheduler import exceptions as exc
 from scheduler.catalog import HostCatalog
-from scheduler.objects.codec import encode_request_spec
-from tests.fixtures.service import CELL
-from tests.functional.cloud import (
-    CONTEXT,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.builders import SERVICE_CELL, boot_spec, new_uuids, select
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 FILTERS = ['ComputeFilter', 'NUMATopologyFilter', 'PciPassthroughFilter']
 NIC_ALIAS = '{"name": "nic", "vendor_id": "8086", "product_id": "154d", "device_type": "type-VF"}'
@@ -49,12 +42,7 @@ def numa_cloud(placement_client, tmp_path):
                         'tags': {'dev_type': 'type-VF'}}]},
         {'nodename': 'unknown', 'provider_uuid': hosts['unknown']},
     ]}))
-    return HostCatalog.from_file(str(hosts_file), default_cell_uuid=CELL), hosts
-
-
-def select(running, spec, uuids):
-    return running.client.select_destinations(CONTEXT, encode_request_spec(spec), uuids,
-                                              return_alternates=True)
+    return HostCatalog.from_file(str(hosts_file), default_cell_uuid=SERVICE_CELL), hosts
 
 
 def test_a_two_node_guest_lands_only_on_the_host_whose_topology_fits(

@@ -17,16 +17,10 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler import exceptions as exc
-from scheduler.objects.codec import encode_request_spec
+from tests.builders import boot_spec, new_uuids, select
 from tests.fixtures import fault_proxy as fp
 from tests.fixtures.processes import wait_for
-from tests.functional.cloud import (
-    CONTEXT,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 
 @pytest.fixture
@@ -41,9 +35,9 @@ def proxy(placement) -> Iterator[fp.FaultProxy]:
     proxy.stop()
 
 
-def select(running, spec, uuids):
-    return running.client.select_destinations(CONTEXT, encode_request_spec(spec), uuids,
-                                              return_alternates=False)
+def select_no_alternates(running, spec, uuids):
+    """Placement's faults decide the one host chosen; alternates would only hide them."""
+    return select(running, spec, uuids, return_alternates=False)
 
 
 def outcomes(proxy: fp.FaultProxy, method: str | None = None,
@@ -65,7 +59,7 @@ def test_a_service_started_while_placement_is_down_says_so_names_the_outage_and_
     assert 'Placement is unreachable' in caplog.text and 'starting anyway' in caplog.text
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(running, boot_spec(), new_uuids(1))
+        select_no_alternates(running, boot_spec(), new_uuids(1))
     reason = failure.value.reason
     assert reason.startswith('Placement unreachable after 2 attempts'), reason
     # An outage is never reported as a lack of capacity.
@@ -74,7 +68,7 @@ def test_a_service_started_while_placement_is_down_says_so_names_the_outage_and_
 
     placement.start()   # no restart of the service: the next call simply works
     [instance] = new_uuids(1)
-    [selections] = select(running, boot_spec(), [instance])
+    [selections] = select_no_alternates(running, boot_spec(), [instance])
     assert selections[0].service_host == 'cn0'
     assert placement_client.get_allocations(instance).allocations
 
@@ -91,7 +85,7 @@ def test_a_hanging_placement_is_given_up_on_after_each_read_timeout_then_named(
     [instance] = new_uuids(1)
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(running, boot_spec(), [instance])
+        select_no_alternates(running, boot_spec(), [instance])
 
     assert failure.value.reason.startswith('Placement unreachable after 3 attempts')
     assert 'timed out' in failure.value.reason
@@ -101,7 +95,7 @@ def test_a_hanging_placement_is_given_up_on_after_each_read_timeout_then_named(
     assert consumers_with_allocations(placement_client, [host]) == {}
 
     proxy.set_mode(fp.PASS)
-    assert select(running, boot_spec(), [instance])[0][0].service_host == 'cn0'
+    assert select_no_alternates(running, boot_spec(), [instance])[0][0].service_host == 'cn0'
 
 
 @pytest.mark.parametrize('max_retries', [0, 3])
@@ -114,7 +108,7 @@ def test_placement_answering_503_is_tried_max_retries_plus_one_times_then_named(
     proxy.set_mode(fp.UNAVAILABLE)
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(running, boot_spec(), new_uuids(1))
+        select_no_alternates(running, boot_spec(), new_uuids(1))
 
     assert failure.value.reason.startswith(
         f'Placement unreachable after {max_retries + 1} attempts')
@@ -129,7 +123,7 @@ def test_a_connection_dropped_once_costs_one_retry_and_the_request_succeeds(
     proxy.fail_nth('GET', 1, fp.CLOSE, path='/allocation_candidates')
     [instance] = new_uuids(1)
 
-    [selections] = select(running, boot_spec(), [instance])
+    [selections] = select_no_alternates(running, boot_spec(), [instance])
 
     assert selections[0].service_host == 'cn0'
     assert outcomes(proxy, 'GET', '/allocation_candidates') == ['closed', 'answered']
@@ -142,7 +136,7 @@ def test_a_claim_whose_answer_was_lost_is_recognised_on_the_retry_and_held_once(
     proxy.fail_nth('PUT', 1, fp.LOSE_ANSWER)
     [instance] = new_uuids(1)
 
-    [selections] = select(running, boot_spec(vcpus=2), [instance])
+    [selections] = select_no_alternates(running, boot_spec(vcpus=2), [instance])
 
     assert selections[0].compute_node_uuid == host
     # The first PUT reached Placement; the retry met its own claim and accepted it.
@@ -164,7 +158,7 @@ def test_placement_failing_mid_request_leaves_no_allocation_once_it_is_back(
     proxy.fail_nth('DELETE', 1, fault, times=None)
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(running, boot_spec(num_instances=3), uuids)
+        select_no_alternates(running, boot_spec(num_instances=3), uuids)
 
     assert failure.value.reason.startswith('Placement unreachable after 2 attempts while '
                                            'claiming')
@@ -194,7 +188,7 @@ def test_a_generation_conflict_storm_costs_a_bounded_number_of_claims_per_host(
     proxy.add_rule(fp.Rule(fp.GENERATION_CONFLICT, method='PUT'))
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(running, boot_spec(), new_uuids(1))
+        select_no_alternates(running, boot_spec(), new_uuids(1))
 
     assert 'concurrent updates' in failure.value.reason
     # 2 hosts x 1 candidate each x 3 attempts, then the request gives up.
@@ -209,7 +203,7 @@ def test_a_generation_conflict_that_clears_is_retried_on_the_same_candidate(
     proxy.fail_nth('PUT', 1, fp.GENERATION_CONFLICT, times=2)
     [instance] = new_uuids(1)
 
-    [selections] = select(running, boot_spec(), [instance])
+    [selections] = select_no_alternates(running, boot_spec(), [instance])
 
     assert outcomes(proxy, 'PUT') == ['injected', 'injected', 'answered']
     assert set(consumers_with_allocations(placement_client, hosts)) == {instance}

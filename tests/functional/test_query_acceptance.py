@@ -39,12 +39,12 @@ from scheduler.objects.spec import Aggregate, Destination, RequestGroup, Request
 from scheduler.request.filters import load_request_filters, run_request_filters
 from scheduler.request.translate import build_query
 from scheduler.simulate.embedded_placement import EmbeddedPlacement
+from tests.builders import nova_spec
 from tests.fixtures.request_specs import (
     AZ1_AGG,
     CN_UUID,
     LIMIT,
     PORT_UUID,
-    make_spec,
     sample_spec,
 )
 
@@ -159,33 +159,33 @@ def roots_of(response: requests.Response) -> frozenset[str]:
 
 
 CASES = {
-    'plain': Case(make_spec(), roots=frozenset({CN1, CN2})),
-    'swap and ephemeral': Case(make_spec(swap=1025, ephemeral_gb=10)),
-    'boot from volume': Case(make_spec(is_bfv=True)),
-    'dedicated': Case(make_spec(extra_specs={'hw:cpu_policy': 'dedicated'})),
+    'plain': Case(nova_spec(), roots=frozenset({CN1, CN2})),
+    'swap and ephemeral': Case(nova_spec(swap=1025, ephemeral_gb=10)),
+    'boot from volume': Case(nova_spec(is_bfv=True)),
+    'dedicated': Case(nova_spec(extra_specs={'hw:cpu_policy': 'dedicated'})),
     'dedicated, emulator isolate, thread require': Case(
-        make_spec(extra_specs={'hw:cpu_policy': 'dedicated',
+        nova_spec(extra_specs={'hw:cpu_policy': 'dedicated',
                                'hw:emulator_threads_policy': 'isolate',
                                'hw:cpu_thread_policy': 'require'}),
         roots=frozenset({CN1})),
     'mixed with a dedicated mask': Case(
-        make_spec(extra_specs={'hw:cpu_policy': 'mixed', 'hw:cpu_dedicated_mask': '^0-1'})),
+        nova_spec(extra_specs={'hw:cpu_policy': 'mixed', 'hw:cpu_dedicated_mask': '^0-1'})),
     'baremetal: standard classes zeroed, one custom class': Case(
-        make_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
+        nova_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
                                'resources:DISK_GB': '0', 'resources:CUSTOM_BAREMETAL_GOLD': '1'}),
         roots=frozenset({BM1})),
     'granular groups with isolate': Case(
-        make_spec(extra_specs={'resources1:VGPU': '1', 'trait1:CUSTOM_NVIDIA_A16': 'required',
+        nova_spec(extra_specs={'resources1:VGPU': '1', 'trait1:CUSTOM_NVIDIA_A16': 'required',
                                'resources_NET:SRIOV_NET_VF': '1',
                                'trait_NET:CUSTOM_PHYSNET_PUBLIC': 'required',
                                'group_policy': 'isolate'}),
         roots=frozenset({CN1, CN2})),
-    'availability zone': Case(make_spec(destination=Destination(aggregates=[AZ1_AGG])),
+    'availability zone': Case(nova_spec(destination=Destination(aggregates=[AZ1_AGG])),
                               roots=frozenset({CN1})),
-    'in_tree': Case(make_spec(), in_tree=CN2, roots=frozenset({CN2})),
-    'no limit (group hint)': Case(make_spec(hints={'group': [str(uuid.uuid4())]})),
+    'in_tree': Case(nova_spec(), in_tree=CN2, roots=frozenset({CN2})),
+    'no limit (group hint)': Case(nova_spec(hints={'group': [str(uuid.uuid4())]})),
     'QoS port group with same_subtree': Case(
-        make_spec(requested_resources=[RequestGroup(
+        nova_spec(requested_resources=[RequestGroup(
             requester_id=PORT_UUID, resources={'NET_BW_EGR_KILOBIT_PER_SEC': 1000},
             required_traits={'CUSTOM_PHYSNET_PUBLIC'})], same_subtree=[[PORT_UUID]]),
         roots=frozenset({CN1, CN2})),
@@ -193,61 +193,62 @@ CASES = {
                                                 roots=frozenset({CN1})),
     # Groups without resources (Nova: resources= / resources1= -> 400).
     'AZ with every resource in numbered groups': Case(
-        make_spec(extra_specs=ALL_GRANULAR, destination=Destination(aggregates=[AZ1_AGG])),
+        nova_spec(extra_specs=ALL_GRANULAR, destination=Destination(aggregates=[AZ1_AGG])),
         roots=frozenset({CN1})),
     'unsuffixed traits with every resource in numbered groups': Case(
-        make_spec(extra_specs={**ALL_GRANULAR, 'trait:HW_CPU_X86_AVX2': 'required'}),
+        nova_spec(extra_specs={**ALL_GRANULAR, 'trait:HW_CPU_X86_AVX2': 'required'}),
         roots=frozenset({CN1})),
     'unsuffixed forbidden trait with every resource in numbered groups': Case(
-        make_spec(extra_specs={**ALL_GRANULAR, 'trait:HW_CPU_X86_AVX2': 'forbidden'}),
+        nova_spec(extra_specs={**ALL_GRANULAR, 'trait:HW_CPU_X86_AVX2': 'forbidden'}),
         roots=frozenset({CN2})),
     'in_tree with every resource in numbered groups': Case(
-        make_spec(extra_specs={**ALL_GRANULAR, 'resources2:SRIOV_NET_VF': '1',
+        nova_spec(extra_specs={**ALL_GRANULAR, 'resources2:SRIOV_NET_VF': '1',
                                'group_policy': 'none'}),
         in_tree=CN2, roots=frozenset({CN2})),
     'in_tree and AZ with every resource in numbered groups (contradictory: no candidates)': Case(
-        make_spec(extra_specs=ALL_GRANULAR, destination=Destination(aggregates=[AZ1_AGG])),
+        nova_spec(extra_specs=ALL_GRANULAR, destination=Destination(aggregates=[AZ1_AGG])),
         in_tree=CN2, roots=frozenset()),
     'a numbered group with traits only': Case(
-        make_spec(extra_specs={'trait1:CUSTOM_NVIDIA_A16': 'required'}),
+        nova_spec(extra_specs={'trait1:CUSTOM_NVIDIA_A16': 'required'}),
         roots=frozenset({CN1, CN2})),
     'a numbered group with a trait no provider has (no candidates)': Case(
-        make_spec(extra_specs={'trait1:CUSTOM_MAINTENANCE': 'required'}), roots=frozenset()),
-    # Requirements derived from hw:* extra specs and image properties (reference 3.3 step 7).
+        nova_spec(extra_specs={'trait1:CUSTOM_MAINTENANCE': 'required'}), roots=frozenset()),
+    # Requirements derived from hw:* extra specs and image properties (Nova's
+    # ResourceRequest._translate_*_request, nova/scheduler/utils.py).
     # Boot from volume: no DISK_GB, so cn3 can be a candidate; only its traits make it one.
     'memory encryption: a context from the SEV child, its trait there too': Case(
-        make_spec(is_bfv=True, extra_specs={'hw:mem_encryption': 'true'},
+        nova_spec(is_bfv=True, extra_specs={'hw:mem_encryption': 'true'},
                   image_props={'hw_firmware_type': 'uefi', 'hw_machine_type': 'q35'}),
         roots=frozenset({CN3})),
     'memory encryption asked by the image': Case(
-        make_spec(is_bfv=True, image_props={'hw_firmware_type': 'uefi',
+        nova_spec(is_bfv=True, image_props={'hw_firmware_type': 'uefi',
                                             'hw_mem_encryption': True}),
         roots=frozenset({CN3})),
     'persistent memory namespaces': Case(
-        make_spec(is_bfv=True, extra_specs={'hw:pmem': '4GB,4GB,SMALL'}), roots=frozenset({CN3})),
+        nova_spec(is_bfv=True, extra_specs={'hw:pmem': '4GB,4GB,SMALL'}), roots=frozenset({CN3})),
     'vTPM 2.0 CRB': Case(
-        make_spec(is_bfv=True, extra_specs={'hw:tpm_version': '2.0', 'hw:tpm_model': 'tpm-crb'}),
+        nova_spec(is_bfv=True, extra_specs={'hw:tpm_version': '2.0', 'hw:tpm_model': 'tpm-crb'}),
         roots=frozenset({CN3})),
     'vTPM 1.2 from the image': Case(
-        make_spec(is_bfv=True, image_props={'hw_tpm_version': '1.2'}), roots=frozenset({CN3})),
+        nova_spec(is_bfv=True, image_props={'hw_tpm_version': '1.2'}), roots=frozenset({CN3})),
     'PCI NUMA affinity socket': Case(
-        make_spec(is_bfv=True, extra_specs={'hw:pci_numa_affinity_policy': 'socket'}),
+        nova_spec(is_bfv=True, extra_specs={'hw:pci_numa_affinity_policy': 'socket'}),
         roots=frozenset({CN3})),
     'secure boot required': Case(
-        make_spec(is_bfv=True, image_props={'os_secure_boot': 'required'}),
+        nova_spec(is_bfv=True, image_props={'os_secure_boot': 'required'}),
         roots=frozenset({CN3})),
     'maxphysaddr passthrough': Case(
-        make_spec(is_bfv=True, extra_specs={'hw:maxphysaddr_mode': 'passthrough'}),
+        nova_spec(is_bfv=True, extra_specs={'hw:maxphysaddr_mode': 'passthrough'}),
         roots=frozenset({CN3})),
     'maxphysaddr emulate': Case(
-        make_spec(is_bfv=True, image_props={'hw_maxphysaddr_mode': 'emulate'}),
+        nova_spec(is_bfv=True, image_props={'hw_maxphysaddr_mode': 'emulate'}),
         roots=frozenset({CN3})),
     'stateless firmware': Case(
-        make_spec(is_bfv=True, image_props={'hw_firmware_type': 'uefi',
+        nova_spec(is_bfv=True, image_props={'hw_firmware_type': 'uefi',
                                             'hw_firmware_stateless': True}),
         roots=frozenset({CN3})),
     'every hardware request at once, with pinned CPUs and a thread policy': Case(
-        make_spec(is_bfv=True,
+        nova_spec(is_bfv=True,
                   extra_specs={'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'require',
                                'hw:emulator_threads_policy': 'isolate',
                                'hw:mem_encryption': 'true', 'hw:pmem': 'SMALL',
@@ -256,7 +257,7 @@ CASES = {
                   image_props={'hw_firmware_type': 'uefi', 'hw_firmware_stateless': True}),
         roots=frozenset({CN3})),
     'hardware traits with every resource in numbered groups go to root_required': Case(
-        make_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
+        nova_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
                                'resources:DISK_GB': '0', 'resources1:PCPU': '1',
                                'hw:tpm_version': '2.0', 'os:secure_boot': 'required'}),
         roots=frozenset({CN3})),
@@ -286,7 +287,7 @@ def test_nova_literal_query_for_a_resourceless_unsuffixed_group_is_refused(api: 
 def test_a_candidate_of_a_resourceless_group_query_can_be_claimed(api: Api) -> None:
     # The mappings of such a candidate name the resourceless group's provider,
     # which has no allocation; the claim (PUT with mappings) must still work.
-    spec = make_spec(extra_specs=ALL_GRANULAR, destination=Destination(aggregates=[AZ1_AGG]))
+    spec = nova_spec(extra_specs=ALL_GRANULAR, destination=Destination(aggregates=[AZ1_AGG]))
     query = build_query(spec, limit=LIMIT).query
     candidate = api.candidates(query.to_querystring()).json()['allocation_requests'][0]
     consumer = str(uuid.uuid4())
@@ -309,7 +310,7 @@ def test_placement_accepts_the_query_after_every_request_filter_and_it_finds_the
                                          metadata={'trait:CUSTOM_GPU': 'required'})])
     conf = scheduler_conf(query_placement_for_image_type_support=True,
                           enable_isolated_aggregate_filtering=True, image_metadata_prefilter=True)
-    spec = make_spec(
+    spec = nova_spec(
         is_bfv=False, root_gb=0, root_required=(), root_forbidden=(),
         extra_specs={'accel:device_profile': 'fpga', 'hw:virtio_packed_ring': 'true',
                      'hw:ephemeral_encryption': 'true', 'hw:ephemeral_encryption_format': 'luks',

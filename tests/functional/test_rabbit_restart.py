@@ -20,11 +20,12 @@ from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
+from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids
 from tests.fixtures import fault_proxy as fp
 from tests.fixtures import rabbit_node
 from tests.fixtures.processes import wait_for
-from tests.fixtures.service import CELL, REQUIRE_RABBIT, make_conf
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.fixtures.service import REQUIRE_RABBIT, make_conf
+from tests.functional.cloud import add_host
 
 pytestmark = pytest.mark.rabbit
 
@@ -63,7 +64,7 @@ def test_a_broker_restart_fails_the_call_in_flight_cleanly_and_the_service_serve
         # Reconnect attempts every 1-2 s instead of backing off to 30 s.
         'oslo_messaging_rabbit.rabbit_interval_max': 2})
     service = SchedulerService(conf, transport=get_transport(conf),
-                               catalog=HostCatalog(default_cell_uuid=CELL))
+                               catalog=HostCatalog(default_cell_uuid=SERVICE_CELL))
     client_transport = get_transport(conf)
     client = SchedulerClient(client_transport, topic=topic, timeout=30)
     impatient = SchedulerClient(client_transport, topic=topic, timeout=IN_FLIGHT_TIMEOUT)

@@ -33,11 +33,11 @@ import pytest
 
 from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
-from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.selection import Selection
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.simulate import seed
+from tests.builders import boot_spec, new_uuids, select
 from tests.fixtures.invariants import (
     audit_allocations,
     expected_allocations,
@@ -51,7 +51,6 @@ from tests.fixtures.placement import make_placement_conf
 from tests.fixtures.postgres_placement import PostgresPlacement, require_or_skip
 from tests.fixtures.processes import ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
-from tests.functional.cloud import CONTEXT, boot_spec, new_uuids
 
 pytestmark = pytest.mark.rabbit
 
@@ -213,8 +212,7 @@ def _boot(client: SchedulerClient, spec, outcome: Outcome,
     if start is not None:
         start.wait(timeout=CALL_TIMEOUT)
     try:
-        outcome.selections = client.select_destinations(
-            CONTEXT, encode_request_spec(spec), outcome.instances, return_alternates=True)
+        outcome.selections = select(client, spec, outcome.instances)
     except exc.NoValidHost as e:
         outcome.refusal = e.reason
     except Exception as e:  # noqa: BLE001 - a timeout or anything else is reported, not hidden

@@ -20,17 +20,9 @@ from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Destination
 from scheduler.rpc.client import SchedulerClient
 from scheduler.simulate import seed
+from tests.builders import CONTEXT, PROJECT, SERVICE_CELL, USER, boot_spec, new_uuids
 from tests.fixtures import wire_samples
-from tests.fixtures.service import CELL
-from tests.functional.cloud import (
-    CONTEXT,
-    PROJECT,
-    USER,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 AZ1_AGGREGATE = '445fd4b4-80eb-55fe-bf3c-0520043da8af'
 
@@ -73,7 +65,7 @@ def sample_cloud(placement_client, tmp_path) -> tuple[HostCatalog, dict[str, str
         'hosts:\n' + ''.join(
             f'  - {{nodename: compute-0{i}.example.org, service_host: compute-0{i}}}\n'
             for i in (1, 2)))
-    return HostCatalog.from_file(str(hosts_file), default_cell_uuid=CELL), roots
+    return HostCatalog.from_file(str(hosts_file), default_cell_uuid=SERVICE_CELL), roots
 
 
 def everything_held(placement_client, roots) -> dict:
@@ -254,7 +246,7 @@ def test_a_forced_host_bypasses_the_filters_but_not_placement(start_scheduler,
     add_host(placement_client, 'cn0', ram_mb=65536)
     cn1 = add_host(placement_client, 'cn1')
     running = start_scheduler(catalog=HostCatalog.from_file(str(hosts_file),
-                                                            default_cell_uuid=CELL))
+                                                            default_cell_uuid=SERVICE_CELL))
     [instance] = new_uuids(1)
 
     # cn1's service is disabled: ComputeFilter removes it unless the host is forced.

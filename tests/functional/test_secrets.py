@@ -36,10 +36,11 @@ from scheduler.objects.spec import CellMapping, Destination
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
+from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids
 from tests.fixtures.fake_keystone import FakeKeystone
 from tests.fixtures.processes import wait_for
-from tests.fixtures.service import CELL, RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.functional.cloud import add_host
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SECRETS = {name: f'Planted{name.title().replace("-", "")}{uuid.uuid4().hex}' for name in (
@@ -99,7 +100,7 @@ default_log_levels = {levels}
 [scheduler]
 workers = 1
 rpc_topic = {topic}
-default_cell_uuid = {CELL}
+default_cell_uuid = {SERVICE_CELL}
 
 [filter_scheduler]
 enabled_filters = ComputeFilter
@@ -122,7 +123,7 @@ max_retries = 1
 
 def spec_with_cell_secrets(**flavor):
     cell = CellMapping(
-        uuid=CELL, name='cell1',
+        uuid=SERVICE_CELL, name='cell1',
         transport_url=f'rabbit://nova:{SECRETS["cell-mq-password"]}@cell1-mq:5672/',
         database_connection=(f'mysql+pymysql://nova:{SECRETS["cell-db-password"]}'
                              f'@cell1-db/nova_cell1'))

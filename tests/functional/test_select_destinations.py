@@ -14,15 +14,8 @@ from scheduler import exceptions as exc
 from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import Destination
 from scheduler.simulate import seed
-from tests.functional.cloud import (
-    CONTEXT,
-    PROJECT,
-    USER,
-    add_host,
-    boot_spec,
-    consumers_with_allocations,
-    new_uuids,
-)
+from tests.builders import CONTEXT, PROJECT, USER, boot_spec, new_uuids, select
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 
 def wait_until(predicate, timeout: float = 10.0) -> None:
@@ -31,12 +24,6 @@ def wait_until(predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, 'the cast was not applied'
         time.sleep(0.05)
-
-
-def select(running, spec, uuids, **kwargs):
-    kwargs.setdefault('return_alternates', True)
-    return running.client.select_destinations(CONTEXT, encode_request_spec(spec), uuids,
-                                              **kwargs)
 
 
 def test_one_instance_is_claimed_in_placement_and_alternates_come_from_its_cell(

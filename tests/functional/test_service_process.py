@@ -18,9 +18,10 @@ import pytest
 from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
+from tests.builders import CONTEXT, boot_spec, new_uuids
 from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
-from tests.functional.cloud import CONTEXT, add_host, boot_spec, new_uuids
+from tests.functional.cloud import add_host
 
 
 @pytest.fixture

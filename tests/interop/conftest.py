@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.builders import SERVICE_CELL
 from tests.fixtures.processes import ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, rabbit_answers
 
@@ -28,7 +29,7 @@ try:
 except ImportError:  # pragma: no cover - only outside the interop env
     pytest.fail('tests/interop needs Nova: run them with `tox -e interop`', pytrace=False)
 
-from tests.interop.nova_builders import CELL, admin_context  # noqa: E402 - needs Nova
+from tests.interop.nova_builders import admin_context  # noqa: E402 - needs Nova
 
 FILTERS = ('ComputeFilter,ServerGroupAntiAffinityFilter,'
            'ServerGroupAffinityFilter,SameHostFilter,DifferentHostFilter,'
@@ -69,7 +70,7 @@ def scheduler_process(embedded_placement, rabbit: str, nova_conf,
         pathlib.Path(tmp_path_factory.mktemp('scheduler')) / 'scheduler.conf',
         placement_url=embedded_placement.url, transport_url=rabbit, topic='scheduler',
         workers=1, filters=FILTERS, weighers='RAMWeigher',
-        extra=f'[scheduler]\ndefault_cell_uuid = {CELL}\nmax_attempts = 3\n')
+        extra=f'[scheduler]\ndefault_cell_uuid = {SERVICE_CELL}\nmax_attempts = 3\n')
     process = ServiceProcess(config_path)
     # Nova's own baseapi client: a ping before the queue exists is lost, so ask often.
     pinger = baserpc.BaseAPI('scheduler')

@@ -6,10 +6,7 @@ import uuid
 from nova import context as nova_context
 from nova import objects
 
-#: The cell every provider is in (the service's [scheduler] default_cell_uuid).
-CELL = '00000000-0000-0000-0000-0000000000c1'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
+from tests.builders import PROJECT, SERVICE_CELL, USER
 
 
 def user_context() -> nova_context.RequestContext:
@@ -61,7 +58,7 @@ CELL_SECRET = 'cell1-secret-pw'
 def same_cell_destination() -> objects.Destination:
     """What the conductor pins a move to: the instance's own cell."""
     cell = objects.CellMapping(
-        id=2, uuid=CELL, name='cell1', disabled=False,
+        id=2, uuid=SERVICE_CELL, name='cell1', disabled=False,
         transport_url=f'rabbit://nova:{CELL_SECRET}@rabbit.example:5672/',
         database_connection=f'mysql+pymysql://nova:{CELL_SECRET}@db.example/nova_cell1')
     return objects.Destination(cell=cell)

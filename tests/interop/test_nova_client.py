@@ -17,10 +17,11 @@ from nova.scheduler.client import query
 from oslo_utils import timeutils
 
 from scheduler.simulate import seed
+from tests.builders import PROJECT, SERVICE_CELL, USER, new_uuids
 from tests.fixtures.processes import wait_for
-from tests.functional.cloud import add_host, consumers_with_allocations, new_uuids
+from tests.functional.cloud import add_host, consumers_with_allocations
 from tests.interop import nova_builders as build
-from tests.interop.nova_builders import CELL, PROJECT, USER, admin_context, user_context
+from tests.interop.nova_builders import admin_context, user_context
 
 SMALL = {'VCPU': 1, 'MEMORY_MB': 1024, 'DISK_GB': 10}
 
@@ -60,7 +61,7 @@ def test_a_multi_instance_boot_gets_claimed_selections_with_alternates_as_nova_o
         assert 1 <= len(selections) <= 3
         assert not {s.service_host for s in selections[1:]} & {s.service_host for s in chosen}
         for s in selections:
-            assert s.cell_uuid == CELL
+            assert s.cell_uuid == SERVICE_CELL
             assert s.nodename == s.service_host
             assert s.compute_node_uuid == hosts[s.service_host]
             assert 'availability_zone' in s

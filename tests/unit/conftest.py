@@ -9,10 +9,8 @@ from scheduler.catalog import HostCatalog
 from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_conf
+from tests.builders import CELL, make_conf
 from tests.unit.fake_placement import FakePlacement
-
-CELL1 = '00000000-0000-4000-8000-0000000000c1'
 
 
 @pytest.fixture
@@ -33,7 +31,7 @@ def make_manager(fake):
         client = placement or fake
         manager = SchedulerManager(
             conf, placement=client,
-            catalog=catalog or HostCatalog(default_cell_uuid=CELL1),
+            catalog=catalog or HostCatalog(default_cell_uuid=CELL),
             filters=list(filters), weighers=[weigher], request_filters=[],
             cleanups=PendingCleanups(client, interval=3600), rng=random.Random(seed))
         manager.sleeps = []

@@ -5,9 +5,8 @@ from placement_client.models import AllocationRequest, Candidates, ProviderSumma
 from scheduler.candidate_reuse import CandidateReuse
 from scheduler.catalog import HostCatalog
 from scheduler.host_table import HostTable
-from tests.builders import uuid_for
+from tests.builders import CELL, uuid_for
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
 CN1, CN2 = uuid_for('cn1'), uuid_for('cn2')
 
 

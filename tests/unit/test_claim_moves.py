@@ -1,9 +1,10 @@
 """Claims for consumers that already hold allocations, and undoing claims exactly.
 
-Nova's move claim (reference 4.2) keeps what the consumer holds and adds the
-destination; this service also keeps ``mappings``, merges a shared provider
-per resource class, and undoes a move by restoring the previous allocations
-(reference 8.7) instead of deleting them.
+Nova's move claim (_move_operation_alloc_request, nova/scheduler/client/report.py)
+keeps what the consumer holds and adds the destination; this service also keeps
+``mappings``, merges a shared provider per resource class, and undoes a move by
+restoring the previous allocations instead of deleting them
+(doc/design.md#claims-all-or-nothing).
 """
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ import pytest
 from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler.claims import Claim, Claimer, PendingCleanups, alongside, undo_claim
+from tests.builders import PROJECT, USER
 from tests.unit.fake_placement import FakePlacement
 
 INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b01'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
 SOURCE, DEST, NFS, NIC = (f'00000000-0000-4000-8000-00000000000{i}' for i in range(1, 5))
 ASK = {'VCPU': 2, 'MEMORY_MB': 2048}
 

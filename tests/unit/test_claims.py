@@ -1,6 +1,6 @@
 """Claimer and PendingCleanups against the in-memory Placement.
 
-Placement's generations arbitrate races (design principle 6): a provider
+Placement's generations arbitrate races (doc/design.md#claims-all-or-nothing): a provider
 generation conflict is worth a few jittered retries of the same claim, a
 capacity conflict is not, and an empty consumer left by an earlier failed PUT
 is claimed at its generation. Sleeps are injected and recorded, never waited.
@@ -15,12 +15,11 @@ import pytest
 from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler.claims import Claimer, ClaimFailed, PendingCleanups
+from tests.builders import PROJECT, USER
 from tests.unit.fake_placement import FakePlacement, provider_conflict, unavailable
 
 INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b01'
 OTHER = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b02'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
 ASK = {'VCPU': 2, 'MEMORY_MB': 2048, 'DISK_GB': 20}
 
 
@@ -132,8 +131,9 @@ def test_capacity_exceeded_fails_the_candidate_at_once_without_a_retry(fake, cn)
 
 
 def leave_orphan_consumer(fake, consumer):
-    """Placement's trap (reference/placement.md §7): a 400 for an unknown provider
-    leaves an empty consumer at generation 0 behind; GET shows no generation."""
+    """Placement's trap (_set_allocations_for_consumer, placement/handlers/allocation.py):
+    a 400 for an unknown provider leaves an empty consumer at generation 0 behind; GET
+    shows no generation."""
     with pytest.raises(pexc.BadRequest):
         fake.put_allocations(consumer, request_on('0a0a0a0a-dead-4bee-8fee-000000000000'),
                              project_id=PROJECT, user_id=USER, consumer_generation=None)

@@ -18,9 +18,9 @@ from scheduler.context import RequestContext
 from scheduler.objects.codec import DecodeLimits
 from scheduler.objects.selection import Selection
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
+from tests.builders import CELL
 from tests.fixtures import wire_samples
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
 NODE = '1f0e2d3c-4b5a-4697-8877-665544332211'
 CONTEXT = RequestContext(request_id='req-endpoint', auth_token='secret-token')
 

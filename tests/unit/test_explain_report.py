@@ -18,11 +18,10 @@ from scheduler.filters.base import BaseHostFilter, FilterResult
 from scheduler.manager import SchedulerManager
 from scheduler.weights.base import BaseHostWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_conf, make_spec
+from tests.builders import CELL, make_conf, make_spec
 from tests.fixtures import wire_samples
 from tests.unit.fake_placement import FakePlacement
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
 CONTEXT = RequestContext(request_id='req-explain', user_id='u', project_id='p')
 
 

@@ -8,6 +8,7 @@ from scheduler.catalog.hosts_file import parse_hosts
 from scheduler.exceptions import CatalogError, HostDataError
 from scheduler.objects.numa import MemoryPages, parse_host_numa_topology
 from scheduler.objects.pci import parse_pci_pools
+from tests.builders import CELL_UUID
 from tests.fixtures.nova_host_data import (
     numa_cell,
     numa_topology_json,
@@ -15,8 +16,6 @@ from tests.fixtures.nova_host_data import (
     pci_stats_json,
     two_cell_host,
 )
-
-CELL = '00000000-0000-4000-8000-00000000ce11'
 
 
 def test_novas_numa_topology_column_reads_into_cells():
@@ -115,7 +114,7 @@ hosts:
 
 
 def hosts(text):
-    return parse_hosts(yaml.safe_load(text), source='hosts.yaml', default_cell_uuid=CELL).hosts
+    return parse_hosts(yaml.safe_load(text), source='hosts.yaml', default_cell_uuid=CELL_UUID).hosts
 
 
 def test_the_hosts_file_gives_a_host_its_numa_topology_and_pci_pools():

@@ -12,9 +12,8 @@ from placement_client.models import AllocationRequest, Candidates, ProviderSumma
 from scheduler.catalog import HostCatalog
 from scheduler.host_state import SHARING_TRAIT, build_host_states, host_roots
 from scheduler.objects.spec import Aggregate
-from tests.builders import uuid_for
+from tests.builders import CELL, uuid_for
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
 CN1, NUMA0, NUMA1 = uuid_for('cn1'), uuid_for('cn1-numa0'), uuid_for('cn1-numa1')
 CN2, NFS = uuid_for('cn2'), uuid_for('nfs')
 INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b01'

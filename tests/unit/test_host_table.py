@@ -31,9 +31,8 @@ from scheduler.host_table import HostTable, HostView, top_positions
 from scheduler.objects.spec import Aggregate, Flavor, ImageMeta, ImageMetaProps, InstanceGroup
 from scheduler.selection import first_fitting, order_hosts
 from scheduler.weights.base import BaseHostWeigher, weigh_hosts
-from tests.builders import make_conf, make_spec, uuid_for
+from tests.builders import CELL, make_conf, make_spec, uuid_for
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
 OTHER_CELL = '00000000-0000-4000-8000-0000000000c2'
 NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)
 ALL_FILTERS = [

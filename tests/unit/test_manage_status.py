@@ -22,8 +22,8 @@ from scheduler.cmd.manage_status import (
 )
 from scheduler.conf import parse_args
 from scheduler.host_state import HostRecord
+from tests.builders import SERVICE_CELL
 
-CELL = '00000000-0000-0000-0000-0000000000c1'
 NOW = datetime.datetime(2026, 1, 15, 12, 0, tzinfo=datetime.timezone.utc)
 
 
@@ -94,7 +94,7 @@ def _provider(uuid: str, name: str, root: str | None = None) -> ResourceProvider
 
 
 def _record(nodename: str, **kw) -> HostRecord:
-    return HostRecord(nodename=nodename, service_host=nodename, cell_uuid=CELL, **kw)
+    return HostRecord(nodename=nodename, service_host=nodename, cell_uuid=SERVICE_CELL, **kw)
 
 
 def test_hosts_matching_no_root_provider_by_uuid_or_name_are_reported():

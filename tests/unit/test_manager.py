@@ -22,28 +22,21 @@ from scheduler.filters.base import BaseHostFilter
 from scheduler.manager import SchedulerManager
 from scheduler.objects.spec import Destination, Flavor, RequestGroup
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_conf, make_spec
+from tests.builders import (
+    CELL,
+    CELL2,
+    PROJECT,
+    TOKEN,
+    USER,
+    make_conf,
+    select,
+    user_spec,
+    uuids,
+)
 from tests.unit.fake_placement import FakePlacement, provider_conflict, unavailable
 
-CELL1 = '00000000-0000-4000-8000-0000000000c1'
-CELL2 = '00000000-0000-4000-8000-0000000000c2'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
-TOKEN = 'gAAAAA-unit-test-token-must-never-leak'
 THIEF = 'f0000000-0000-4000-8000-00000000f001'
-CONTEXT = RequestContext(request_id='req-unit', user_id=USER, project_id=PROJECT,
-                         auth_token=TOKEN)
 ASK = {'VCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 1}   # make_spec's flavor
-
-
-def uuids(n: int) -> list[str]:
-    return [f'6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e{i:04x}' for i in range(1, n + 1)]
-
-
-def spec(**fields):
-    fields.setdefault('project_id', PROJECT)
-    fields.setdefault('user_id', USER)
-    return make_spec(**fields)
 
 
 class RejectEverything(BaseHostFilter):
@@ -80,12 +73,6 @@ class FailsOnRun(BaseHostFilter):
         return list(hosts)
 
 
-def select(manager, request_spec, instance_uuids, **kwargs):
-    kwargs.setdefault('return_objects', True)
-    kwargs.setdefault('return_alternates', True)
-    return manager.select_destinations(CONTEXT, request_spec, instance_uuids, **kwargs)
-
-
 def names(fake, rps) -> list[str]:
     return [fake.providers[rp].name for rp in rps]
 
@@ -108,8 +95,8 @@ def catalog_with_cells(tmp_path, cells: dict[str, str]) -> HostCatalog:
     """A catalog whose hosts file puts each named node in a cell."""
     hosts = ''.join(f'  - nodename: {node}\n    cell: {cell}\n' for node, cell in cells.items())
     path = tmp_path / 'hosts.yaml'
-    path.write_text(f'cells:\n  - uuid: {CELL1}\n  - uuid: {CELL2}\nhosts:\n{hosts}')
-    return HostCatalog.from_file(str(path), default_cell_uuid=CELL1)
+    path.write_text(f'cells:\n  - uuid: {CELL}\n  - uuid: {CELL2}\nhosts:\n{hosts}')
+    return HostCatalog.from_file(str(path), default_cell_uuid=CELL)
 
 
 # ---------------------------------------------------------------------- the claim loop
@@ -127,7 +114,7 @@ def test_claims_walk_the_weighed_hosts_and_each_hosts_candidates_in_order_up_to_
     manager = make_manager(scheduler={'max_claim_candidates_per_host': per_host})
     [instance] = uuids(1)
 
-    [selections] = select(manager, spec(), [instance])
+    [selections] = select(manager, user_spec(), [instance])
 
     tried_on_big = [f'big-numa{i}' for i in range(min(per_host, 4))]
     assert claimed_vcpu_providers(fake) == [*tried_on_big, 'small-numa0']
@@ -145,7 +132,7 @@ def test_a_provider_generation_storm_on_the_best_host_moves_on_after_the_bounded
                                       'max_claim_candidates_per_host': 3})
     [instance] = uuids(1)
 
-    [selections] = select(manager, spec(), [instance])
+    [selections] = select(manager, user_spec(), [instance])
 
     assert [next(iter(req.allocations)) for _, req in fake.claims()] == [big] * 4 + [small]
     assert len(manager.sleeps) == 3
@@ -160,7 +147,7 @@ def test_a_host_the_first_instance_filled_is_not_claimed_for_the_second(fake, ma
     manager = make_manager()
     first, second = uuids(2)
 
-    result = select(manager, spec(num_instances=2), [first, second])
+    result = select(manager, user_spec(num_instances=2), [first, second])
 
     assert [r[0].compute_node_uuid for r in result] == [roomy, other]
     # fits() kept the second instance from a PUT Placement would have refused.
@@ -170,15 +157,15 @@ def test_a_host_the_first_instance_filled_is_not_claimed_for_the_second(fake, ma
 
 def test_a_consumer_that_already_holds_allocations_is_claimed_alongside_them(
         fake, make_manager):
-    # Evacuate (reference 4.2): the instance keeps its source allocations and
-    # gets the destination's too. tests/unit/test_manager_moves.py has the rest.
+    # Evacuate (doc/design.md#claims-all-or-nothing): the instance keeps its source
+    # allocations and gets the destination's too. tests/unit/test_manager_moves.py has the rest.
     source = fake.add_compute('source', ram_mb=65536)
     dest = fake.add_compute('dest')
     [instance] = uuids(1)
     fake.allocate(instance, {source: ASK}, project_id=PROJECT, user_id=USER)
     manager = make_manager()
 
-    [selections] = select(manager, spec(ignore_hosts=['source']), [instance])
+    [selections] = select(manager, user_spec(ignore_hosts=['source']), [instance])
 
     assert selections[0].compute_node_uuid == dest
     assert fake.holdings() == {instance: {source: ASK, dest: ASK}}
@@ -192,7 +179,7 @@ def test_a_placement_error_on_one_claim_moves_on_to_the_next_host(fake, make_man
     manager = make_manager(scheduler={'max_claim_candidates_per_host': 1})
     [instance] = uuids(1)
 
-    [selections] = select(manager, spec(), [instance])
+    [selections] = select(manager, user_spec(), [instance])
 
     assert selections[0].compute_node_uuid == small
     assert fake.holdings() == {instance: {small: ASK}}
@@ -211,7 +198,7 @@ def test_placement_outage_while_claiming_instance_2_is_named_and_instance_1_is_r
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, spec(num_instances=2), [first, second])
+        select(manager, user_spec(num_instances=2), [first, second])
 
     assert failure.value.reason.startswith(
         'Placement unreachable after 3 attempts while claiming')
@@ -231,7 +218,7 @@ def test_a_rollback_that_fails_too_is_retried_until_placement_is_back(fake, make
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(num_instances=2), [first, second])
+        select(manager, user_spec(num_instances=2), [first, second])
 
     assert fake.holdings() == {first: {cn0: ASK}}
     assert manager.cleanups.pending() == {first}
@@ -248,7 +235,7 @@ def test_capacity_running_out_mid_request_rolls_back_every_claim(fake, make_mana
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, spec(num_instances=3), uuids(3))
+        select(manager, user_spec(num_instances=3), uuids(3))
 
     assert failure.value.reason == (
         'instance 3 of 3: claims failed on all 2 hosts that passed the filters '
@@ -263,7 +250,7 @@ def test_an_unexpected_error_after_a_claim_rolls_the_claim_back(fake, make_manag
     manager = make_manager(filters=[FailsOnRun(2)])   # raises for instance 2
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, spec(num_instances=2), uuids(2))
+        select(manager, user_spec(num_instances=2), uuids(2))
 
     # Which plugin, not its text: a plugin's message may quote host data.
     assert failure.value.reason.startswith('filter FailsOnRun failed (a scheduler plugin failed')
@@ -279,7 +266,7 @@ def test_an_error_while_choosing_alternates_rolls_every_claim_back(fake, make_ma
     manager = make_manager(filters=[FailsOnRun(3)])
 
     with pytest.raises(exc.NoValidHost, match='a scheduler plugin failed'):
-        select(manager, spec(num_instances=2), uuids(2))
+        select(manager, user_spec(num_instances=2), uuids(2))
 
     assert len(fake.claims()) == 2
     assert fake.holdings() == {}
@@ -297,12 +284,12 @@ def test_alternates_come_from_the_chosen_hosts_cell_and_carry_an_unclaimed_reque
     manager = make_manager(catalog=catalog)   # max_attempts 3 -> at most 2 alternates
     [instance] = uuids(1)
 
-    [selections] = select(manager, spec(), [instance])
+    [selections] = select(manager, user_spec(), [instance])
 
     chosen, *alternates = selections
     assert chosen.service_host == 'c1a'
     assert [a.service_host for a in alternates] == ['c1b', 'c1c']
-    assert {s.cell_uuid for s in selections} == {CELL1}
+    assert {s.cell_uuid for s in selections} == {CELL}
     for alt in alternates:
         assert json.loads(alt.allocation_request) == {
             'allocations': {roots[alt.service_host]: {'resources': ASK}},
@@ -317,7 +304,7 @@ def test_alternates_are_never_a_host_selected_for_any_instance_of_the_request(
         fake.add_compute(name, ram_mb=ram)
     manager = make_manager()
 
-    result = select(manager, spec(num_instances=2), uuids(2))
+    result = select(manager, user_spec(num_instances=2), uuids(2))
 
     assert [r[0].service_host for r in result] == ['a', 'b']
     assert [[s.service_host for s in r[1:]] for r in result] == [['c', 'd'], ['c', 'd']]
@@ -329,7 +316,7 @@ def test_there_are_at_most_max_attempts_minus_one_alternates(fake, make_manager,
         fake.add_compute(f'cn{i}', ram_mb=8192 * (6 - i))
     manager = make_manager(scheduler={'max_attempts': max_attempts})
 
-    [selections] = select(manager, spec(), uuids(1))
+    [selections] = select(manager, user_spec(), uuids(1))
 
     assert len(selections) == max_attempts
 
@@ -341,7 +328,7 @@ def test_no_alternates_unless_asked_for_with_objects(fake, make_manager, flags):
         fake.add_compute(f'cn{i}')
     manager = make_manager()
 
-    result = select(manager, spec(num_instances=2), uuids(2), **flags)
+    result = select(manager, user_spec(num_instances=2), uuids(2), **flags)
 
     assert [len(r) for r in result] == [1, 1]
 
@@ -353,7 +340,7 @@ def test_without_instance_uuids_nothing_is_claimed_and_no_selection_carries_a_re
     fake.add_compute('cn2', ram_mb=8192)
     manager = make_manager()
 
-    result = select(manager, spec(num_instances=2), None)
+    result = select(manager, user_spec(num_instances=2), None)
 
     assert fake.claims() == []
     assert fake.holdings() == {}
@@ -378,10 +365,10 @@ def test_host_subset_size_picks_among_the_best_hosts_with_the_managers_rng():
         expected = ['h0', 'h1', 'h2'][random.Random(seed).randrange(3)]
         manager = SchedulerManager(
             make_conf(filter_scheduler={'host_subset_size': 3}), placement=placement,
-            catalog=HostCatalog(default_cell_uuid=CELL1), filters=[],
+            catalog=HostCatalog(default_cell_uuid=CELL), filters=[],
             weighers=[_ram_weigher()], request_filters=[], rng=random.Random(seed))
 
-        [selections] = select(manager, spec(), uuids(1), return_alternates=False)
+        [selections] = select(manager, user_spec(), uuids(1), return_alternates=False)
 
         assert selections[0].service_host == expected
         chosen.add(expected)
@@ -398,10 +385,10 @@ def test_shuffle_best_same_weighed_hosts_shuffles_only_the_hosts_tied_at_the_top
         placement.add_compute('low', ram_mb=8192)
         manager = SchedulerManager(
             make_conf(filter_scheduler={'shuffle_best_same_weighed_hosts': shuffle}),
-            placement=placement, catalog=HostCatalog(default_cell_uuid=CELL1), filters=[],
+            placement=placement, catalog=HostCatalog(default_cell_uuid=CELL), filters=[],
             weighers=[_ram_weigher()], request_filters=[], rng=random.Random(seed))
 
-        [selections] = select(manager, spec(), uuids(1), return_alternates=False)
+        [selections] = select(manager, user_spec(), uuids(1), return_alternates=False)
 
         chosen.append(selections[0].service_host)
         if shuffle:
@@ -427,7 +414,7 @@ def test_requested_resources_groups_get_their_providers_from_the_claimed_mapping
     recorder = Recorder()
     manager = make_manager(filters=[recorder])
     port = RequestGroup(requester_id='port-1', resources={'NET_BW_EGR_KILOBIT_PER_SEC': 1000})
-    request_spec = spec(num_instances=2, requested_resources=[port])
+    request_spec = user_spec(num_instances=2, requested_resources=[port])
     first, second = uuids(2)
 
     result = select(manager, request_spec, [first, second], return_alternates=False)
@@ -445,7 +432,7 @@ def test_a_provider_name_lookup_failure_does_not_fail_the_request(fake, make_man
     fake.script('get_resource_providers', unavailable('GET /resource_providers'), times=None)
     manager = make_manager()
 
-    [selections] = select(manager, spec(), uuids(1))
+    [selections] = select(manager, user_spec(), uuids(1))
 
     assert selections[0].service_host == cn0   # names default to the provider uuid
 
@@ -455,7 +442,7 @@ def test_a_requested_host_placement_does_not_know_is_no_valid_host(fake, make_ma
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost, match='No such host - host: nowhere'):
-        select(manager, spec(requested_destination=Destination(host='nowhere')), uuids(1))
+        select(manager, user_spec(requested_destination=Destination(host='nowhere')), uuids(1))
 
     assert fake.claims() == []
 
@@ -465,7 +452,7 @@ def test_a_rebuild_check_that_names_no_host_is_invalid_input(fake, make_manager)
     manager = make_manager()
 
     with pytest.raises(exc.InvalidInput, match='rebuild check must name'):
-        select(manager, spec(rebuild=True), uuids(1))
+        select(manager, user_spec(rebuild=True), uuids(1))
 
     assert fake.calls == []
 
@@ -487,11 +474,11 @@ def test_a_request_that_uses_numa_or_pci_data_reads_its_candidates_first(fake, a
     roots = {fake.add_compute(name) for name in ('h1', 'h2')}
     read: list[set[str]] = []
     manager = SchedulerManager(make_conf(), placement=fake,
-                               catalog=HostCatalog(default_cell_uuid=CELL1), filters=[],
+                               catalog=HostCatalog(default_cell_uuid=CELL), filters=[],
                                weighers=[_ram_weigher()], request_filters=[],
                                refresh_compute_nodes=lambda uuids: read.append(set(uuids)))
 
-    select(manager, spec(**fields), uuids(1))
+    select(manager, user_spec(**fields), uuids(1))
 
     assert read == ([] if asks == 'nothing' else [roots])
 
@@ -500,11 +487,11 @@ def test_a_rebuild_check_with_a_numa_topology_reads_its_host_first(fake):
     root = fake.add_compute('h1')
     read: list[set[str]] = []
     manager = SchedulerManager(make_conf(), placement=fake,
-                               catalog=HostCatalog(default_cell_uuid=CELL1), filters=[],
+                               catalog=HostCatalog(default_cell_uuid=CELL), filters=[],
                                weighers=[_ram_weigher()], request_filters=[],
                                refresh_compute_nodes=lambda uuids: read.append(set(uuids)))
 
-    select(manager, spec(rebuild=True, force_hosts=['h1'], flavor=TWO_NODES),
+    select(manager, user_spec(rebuild=True, force_hosts=['h1'], flavor=TWO_NODES),
            uuids(1))
 
     assert read == [{root}]
@@ -568,7 +555,7 @@ def test_the_failure_reason_names_the_stage_is_bounded_and_carries_no_secrets(
     manager = make_manager(filters=filters)
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, spec(**fields), uuids(1))
+        select(manager, user_spec(**fields), uuids(1))
 
     reason = failure.value.reason
     assert reason.startswith(expected)
@@ -586,7 +573,7 @@ def test_uuids_in_placements_words_on_a_rejected_query_are_masked(fake, make_man
         'bad', status=400, detail=f'Invalid member_of: aggregate {aggregate} is unknown'))
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(make_manager(), spec(), uuids(1))
+        select(make_manager(), user_spec(), uuids(1))
 
     assert failure.value.reason == ('Placement rejected the query (HTTP 400): Invalid '
                                     'member_of: aggregate <uuid> is unknown')
@@ -605,7 +592,7 @@ def test_an_answer_that_cannot_be_encoded_rolls_every_claim_back(fake, make_mana
         raise ValueError('cannot encode')
 
     with pytest.raises(ValueError):
-        manager.select_destinations(RequestContext(), spec(num_instances=1), uuids(1),
+        manager.select_destinations(RequestContext(), user_spec(num_instances=1), uuids(1),
                                     finish=broken_encoder)
 
     assert len(fake.claims()) == 1
@@ -626,7 +613,7 @@ def test_a_claim_whose_answer_placement_never_sent_is_removed_if_it_landed(fake,
     fake.script('put_allocations', lands_then_outage)
 
     with pytest.raises(exc.NoValidHost, match='Placement unreachable'):
-        select(manager, spec(), [instance])
+        select(manager, user_spec(), [instance])
 
     assert fake.holdings() == {}
 
@@ -635,8 +622,8 @@ def test_pinned_cpus_fall_back_to_vcpu_candidates_like_nova(fake, make_manager):
     # A compute that still reports its CPUs as VCPU (no PCPU inventory).
     legacy = fake.add_compute('legacy')
     manager = make_manager()
-    pinned = spec(flavor=Flavor(vcpus=2, memory_mb=512, root_gb=1,
-                                extra_specs={'hw:cpu_policy': 'dedicated'}))
+    pinned = user_spec(flavor=Flavor(vcpus=2, memory_mb=512, root_gb=1,
+                                     extra_specs={'hw:cpu_policy': 'dedicated'}))
     [instance] = uuids(1)
 
     [[chosen, *_]] = select(manager, pinned, [instance])
@@ -655,8 +642,8 @@ def test_with_answer_reuse_the_next_request_claims_from_the_previous_answer(
     manager = make_manager(scheduler={'candidates_reuse_window': 30.0})
     first, second = uuids(2)
 
-    select(manager, spec(), [first])
-    select(manager, spec(), [second])
+    select(manager, user_spec(), [first])
+    select(manager, user_spec(), [second])
 
     # One question to Placement; the second request saw the first one's claim
     # on the reused answer and did not send a PUT Placement would refuse.
@@ -670,6 +657,6 @@ def test_without_the_option_every_request_asks_placement(fake, make_manager):
     manager = make_manager()
 
     for instance in uuids(2):
-        select(manager, spec(), [instance])
+        select(manager, user_spec(), [instance])
 
     assert len(fake.calls_to('get_allocation_candidates')) == 2

@@ -1,10 +1,12 @@
 """Moves, rebuild checks and forced hosts through SchedulerManager, on the in-memory Placement.
 
-Nova's semantics (reference 4.2, 4.5, 4.6) with the corrections of section 8:
-a consumer that already holds allocations (evacuate) is claimed alongside
-them, and a failed request gives them back instead of deleting them; a
-rebuild check asks Placement for no candidates and claims nothing; a forced
-host skips the filters unless a check type is set.
+Nova's semantics (claim_resources in nova/scheduler/utils.py,
+SchedulerManager._legacy_find_hosts, HostManager.get_filtered_hosts) with this
+scheduler's corrections (doc/design.md#claims-all-or-nothing): a consumer that
+already holds allocations (evacuate) is claimed alongside them, and a failed
+request gives them back instead of deleting them; a rebuild check asks
+Placement for no candidates and claims nothing; a forced host skips the filters
+unless a check type is set.
 """
 from __future__ import annotations
 
@@ -17,24 +19,15 @@ from scheduler import exceptions as exc
 from scheduler.context import RequestContext
 from scheduler.filters.base import BaseHostFilter, FilterResult
 from scheduler.objects.spec import Destination, RequestGroup
-from tests.builders import make_spec
+from tests.builders import PROJECT, USER, select, user_spec
 from tests.unit.fake_placement import unavailable
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
 ADMIN = 'adm1adm1adm1adm1adm1adm1adm1adm1'
 CONTEXT = RequestContext(request_id='req-moves', user_id=ADMIN, project_id=ADMIN)
 INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0001'
 NEW = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0002'
 STRANGER = 'f0000000-0000-4000-8000-00000000f001'
 ASK = {'VCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 1}   # make_spec's flavor
-
-
-def spec(**fields):
-    fields.setdefault('project_id', PROJECT)
-    fields.setdefault('user_id', USER)
-    return make_spec(**fields)
 
 
 class RejectEverything(BaseHostFilter):
@@ -61,10 +54,10 @@ class NeedsFreeRam(BaseHostFilter):
         return FilterResult.fail(f'free RAM below {self.minimum_mb} MB')
 
 
-def select(manager, request_spec, instance_uuids, **kwargs):
-    kwargs.setdefault('return_objects', True)
+def admin_select(manager, request_spec, instance_uuids, **kwargs):
+    """select as an admin (moves are admin-only), without alternates unless asked for."""
     kwargs.setdefault('return_alternates', False)
-    return manager.select_destinations(CONTEXT, request_spec, instance_uuids, **kwargs)
+    return select(manager, request_spec, instance_uuids, context=CONTEXT, **kwargs)
 
 
 def puts(fake) -> list[dict]:
@@ -92,7 +85,7 @@ def test_an_evacuated_instance_keeps_its_source_allocations_and_gains_the_destin
     source, dest, _ = evacuating(fake)
     manager = make_manager()
 
-    [[chosen]] = select(manager, spec(ignore_hosts=['source']), [INSTANCE])
+    [[chosen]] = admin_select(manager, user_spec(ignore_hosts=['source']), [INSTANCE])
 
     assert chosen.compute_node_uuid == dest
     assert fake.holdings() == {INSTANCE: {source: ASK, dest: ASK}}
@@ -115,7 +108,7 @@ def test_a_moved_consumer_keeps_its_owner_whoever_asks(fake, make_manager):
     source, dest, _ = evacuating(fake)
     manager = make_manager()
 
-    select(manager, spec(ignore_hosts=['source'], project_id='someone-else'), [INSTANCE])
+    admin_select(manager, user_spec(ignore_hosts=['source'], project_id='someone-else'), [INSTANCE])
 
     assert fake.consumers[INSTANCE].project_id == PROJECT
     assert {p['project_id'] for p in puts(fake)[1:]} == {PROJECT}
@@ -128,7 +121,7 @@ def test_the_next_candidate_of_a_move_starts_from_what_the_first_learnt(fake, ma
                 when=lambda call: call.kwargs['consumer_generation'] == 1)
     manager = make_manager()
 
-    [[chosen]] = select(manager, spec(ignore_hosts=['source']), [INSTANCE])
+    [[chosen]] = admin_select(manager, user_spec(ignore_hosts=['source']), [INSTANCE])
 
     assert chosen.compute_node_uuid == other
     assert [p['consumer_generation'] for p in puts(fake)] == [None, 1, 1]
@@ -147,7 +140,7 @@ def test_a_shared_provider_of_source_and_destination_is_not_claimed_twice(
                   project_id=PROJECT, user_id=USER)
     manager = make_manager()
 
-    select(manager, spec(ignore_hosts=['source']), [INSTANCE])
+    admin_select(manager, user_spec(ignore_hosts=['source']), [INSTANCE])
 
     assert fake.holdings()[INSTANCE] == {source: {'VCPU': 1, 'MEMORY_MB': 512},
                                          nfs: {'DISK_GB': 1},
@@ -161,7 +154,7 @@ def test_a_consumer_changed_between_the_read_and_the_claim_is_read_again(fake, m
         'generation', 7), when=lambda call: call.kwargs['consumer_generation'] == 1)
     manager = make_manager()
 
-    select(manager, spec(ignore_hosts=['source']), [INSTANCE])
+    admin_select(manager, user_spec(ignore_hosts=['source']), [INSTANCE])
 
     assert [p['consumer_generation'] for p in puts(fake)] == [None, 1, 7]
     assert fake.holdings()[INSTANCE] == {source: ASK, dest: ASK}
@@ -175,7 +168,7 @@ def test_a_failed_request_gives_a_moved_instance_its_allocations_back_and_delete
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(num_instances=2, ignore_hosts=['source']), [INSTANCE, NEW])
+        admin_select(manager, user_spec(num_instances=2, ignore_hosts=['source']), [INSTANCE, NEW])
 
     assert fake.holdings() == {INSTANCE: {source: ASK}}
     assert fake.calls_to('delete_allocations') == []
@@ -195,7 +188,8 @@ def test_a_failed_request_deletes_the_consumers_it_created_and_restores_the_move
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(num_instances=3, ignore_hosts=['source']), [NEW, INSTANCE, third])
+        admin_select(manager, user_spec(num_instances=3, ignore_hosts=['source']),
+                     [NEW, INSTANCE, third])
 
     assert fake.holdings() == {INSTANCE: {source: ASK}}
     assert [c.kwargs['consumer_uuid'] for c in fake.calls_to('delete_allocations')] == [NEW]
@@ -211,7 +205,7 @@ def test_a_restore_placement_refuses_now_is_retried_later(fake, make_manager):
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(num_instances=2, ignore_hosts=['source']), [INSTANCE, NEW])
+        admin_select(manager, user_spec(num_instances=2, ignore_hosts=['source']), [INSTANCE, NEW])
 
     assert manager.cleanups.pending() == {INSTANCE}
     assert len(fake.holdings()[INSTANCE]) == 2
@@ -231,8 +225,8 @@ def test_a_restore_does_not_overwrite_a_consumer_someone_changed_since(fake, mak
                 when=lambda call: call.kwargs['allocation_request'].allocations == {source: ASK})
     manager = make_manager()
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(num_instances=2, ignore_hosts=['source', 'elsewhere']),
-               [INSTANCE, NEW])
+        admin_select(manager, user_spec(num_instances=2, ignore_hosts=['source', 'elsewhere']),
+                     [INSTANCE, NEW])
     # Meanwhile the operator moved the instance elsewhere by hand.
     current = fake.get_allocations(INSTANCE)
     fake.put_allocations(INSTANCE, AllocationRequest({elsewhere: ASK}),
@@ -254,7 +248,7 @@ def test_a_later_retry_deletes_a_created_consumer_only_if_it_holds_what_was_clai
     fake.script('delete_allocations', unavailable('DELETE /allocations'))
     manager = make_manager()
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(num_instances=2), [INSTANCE, NEW])
+        admin_select(manager, user_spec(num_instances=2), [INSTANCE, NEW])
     assert manager.cleanups.pending() == {INSTANCE}
     # Before the retry, something else re-claimed that consumer differently.
     fake.consumers.pop(INSTANCE)
@@ -274,7 +268,8 @@ def test_the_mappings_of_a_move_claim_are_sent_and_reach_the_spec(fake, make_man
     port = RequestGroup(requester_id='port-1', resources={'NET_BW_EGR_KILOBIT_PER_SEC': 100})
     manager = make_manager()
 
-    select(manager, spec(ignore_hosts=['source'], requested_resources=[port]), [INSTANCE])
+    admin_select(manager, user_spec(ignore_hosts=['source'], requested_resources=[port]),
+                 [INSTANCE])
 
     move_claim = fake.calls_to('put_allocations')[-1].kwargs['allocation_request']
     assert dict(move_claim.mappings) == {'': (dest,), 'port-1': (nic,)}
@@ -285,7 +280,7 @@ def test_the_mappings_of_a_move_claim_are_sent_and_reach_the_spec(fake, make_man
 
 
 def rebuild_spec(host='cn0', **fields):
-    return spec(rebuild=True, force_hosts=[host], force_nodes=[host], **fields)
+    return user_spec(rebuild=True, force_hosts=[host], force_nodes=[host], **fields)
 
 
 def test_a_rebuild_check_asks_placement_for_no_candidates_and_claims_nothing(
@@ -297,7 +292,7 @@ def test_a_rebuild_check_asks_placement_for_no_candidates_and_claims_nothing(
                   project_id=PROJECT, user_id=USER)
     manager = make_manager(filters=[RejectEverything()])
 
-    [[chosen]] = select(manager, rebuild_spec(), [INSTANCE])
+    [[chosen]] = admin_select(manager, rebuild_spec(), [INSTANCE])
 
     assert chosen.compute_node_uuid == cn0
     assert (chosen.service_host, chosen.nodename) == ('cn0', 'cn0')
@@ -315,7 +310,7 @@ def test_a_rebuild_check_runs_only_rebuild_filters_on_the_hosts_placement_data(
     rebuild_safe = NeedsFreeRam(minimum_mb=1)
     manager = make_manager(filters=[RejectEverything(), rebuild_safe])
 
-    select(manager, rebuild_spec(), [INSTANCE])
+    admin_select(manager, rebuild_spec(), [INSTANCE])
 
     assert rebuild_safe.seen == [('cn0', 4096, 3072)]
 
@@ -325,7 +320,7 @@ def test_a_rebuild_filter_that_rejects_the_host_is_named_in_no_valid_host(fake, 
     manager = make_manager(filters=[NeedsFreeRam(minimum_mb=8192)])
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, rebuild_spec(), [INSTANCE])
+        admin_select(manager, rebuild_spec(), [INSTANCE])
 
     assert failure.value.reason == ('0/1 hosts available: NeedsFreeRam removed 1 '
                                     '(free RAM below 8192 MB)')
@@ -337,7 +332,7 @@ def test_a_rebuild_check_of_a_host_placement_does_not_know_is_no_such_host(fake,
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, rebuild_spec(host='gone'), [INSTANCE])
+        admin_select(manager, rebuild_spec(host='gone'), [INSTANCE])
 
     assert failure.value.reason == 'No such host - host: gone node: gone '
 
@@ -346,7 +341,7 @@ def test_a_rebuild_check_without_instance_uuids_answers_the_same(fake, make_mana
     cn0 = fake.add_compute('cn0')
     manager = make_manager()
 
-    [[chosen]] = select(manager, rebuild_spec(), None)
+    [[chosen]] = admin_select(manager, rebuild_spec(), None)
 
     assert chosen.compute_node_uuid == cn0
     assert chosen.allocation_request == 'null'
@@ -356,11 +351,11 @@ def test_a_rebuild_check_honours_the_requested_destination_and_ignore_hosts(
         fake, make_manager):
     fake.add_compute('cn0')
     manager = make_manager()
-    request = spec(rebuild=True, requested_destination=Destination(host='cn0'),
-                   ignore_hosts=['CN0'])
+    request = user_spec(rebuild=True, requested_destination=Destination(host='cn0'),
+                        ignore_hosts=['CN0'])
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, request, [INSTANCE])
+        admin_select(manager, request, [INSTANCE])
 
     assert 'in ignore_hosts: 1' in failure.value.reason
 
@@ -371,7 +366,7 @@ def test_a_rebuild_check_reads_placement_or_says_it_could_not(fake, make_manager
     manager = make_manager()
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, rebuild_spec(), [INSTANCE])
+        admin_select(manager, rebuild_spec(), [INSTANCE])
 
     assert failure.value.reason.startswith('Placement unreachable while reading the rebuild '
                                            'host')
@@ -385,7 +380,7 @@ def test_a_forced_host_skips_the_filters_but_is_still_claimed(fake, make_manager
     cn1 = fake.add_compute('cn1')
     manager = make_manager(filters=[RejectEverything()])
 
-    [[chosen]] = select(manager, spec(force_hosts=['cn1']), [INSTANCE])
+    [[chosen]] = admin_select(manager, user_spec(force_hosts=['cn1']), [INSTANCE])
 
     assert chosen.compute_node_uuid == cn1
     assert fake.holdings() == {INSTANCE: {cn1: ASK}}
@@ -396,7 +391,7 @@ def test_a_forced_node_skips_the_filters_too(fake, make_manager):
     cn1 = fake.add_compute('cn1')
     manager = make_manager(filters=[RejectEverything()])
 
-    [[chosen]] = select(manager, spec(force_nodes=['cn1']), [INSTANCE])
+    [[chosen]] = admin_select(manager, user_spec(force_nodes=['cn1']), [INSTANCE])
 
     assert chosen.compute_node_uuid == cn1
 
@@ -406,8 +401,8 @@ def test_a_forced_host_with_a_check_type_is_filtered(fake, make_manager):
     manager = make_manager(filters=[RejectEverything()])
 
     with pytest.raises(exc.NoValidHost) as failure:
-        select(manager, spec(force_hosts=['cn1'], hints={'_nova_check_type': 'migrate'}),
-               [INSTANCE])
+        admin_select(manager, user_spec(force_hosts=['cn1'], hints={'_nova_check_type': 'migrate'}),
+                     [INSTANCE])
 
     assert 'RejectEverything removed 1' in failure.value.reason
     assert fake.holdings() == {}
@@ -418,7 +413,7 @@ def test_a_requested_destination_is_filtered_like_any_host(fake, make_manager):
     manager = make_manager(filters=[RejectEverything()])
 
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(requested_destination=Destination(host='cn1')), [INSTANCE])
+        admin_select(manager, user_spec(requested_destination=Destination(host='cn1')), [INSTANCE])
 
 
 def test_a_forced_host_placement_cannot_fit_is_no_valid_host_without_claims(fake, make_manager):
@@ -426,11 +421,11 @@ def test_a_forced_host_placement_cannot_fit_is_no_valid_host_without_claims(fake
     cn1 = fake.add_compute('cn1', vcpus=1)
     manager = make_manager()
 
-    [[chosen]] = select(manager, spec(force_hosts=['cn1']), [INSTANCE])
+    [[chosen]] = admin_select(manager, user_spec(force_hosts=['cn1']), [INSTANCE])
 
     assert chosen.service_host == 'cn1'
     with pytest.raises(exc.NoValidHost):
-        select(manager, spec(force_hosts=['cn1']), [NEW])
+        admin_select(manager, user_spec(force_hosts=['cn1']), [NEW])
     assert fake.holdings() == {INSTANCE: {cn1: ASK}}
 
 
@@ -439,7 +434,7 @@ def test_ignore_hosts_are_never_claimed_whatever_their_weight(fake, make_manager
     cn1 = fake.add_compute('cn1')
     manager = make_manager()
 
-    [[chosen]] = select(manager, spec(ignore_hosts=['Cn0']), [INSTANCE])
+    [[chosen]] = admin_select(manager, user_spec(ignore_hosts=['Cn0']), [INSTANCE])
 
     assert chosen.compute_node_uuid == cn1
     assert [c for c, _ in fake.claims()] == [INSTANCE]

@@ -28,8 +28,9 @@ from scheduler.objects.spec import (
     RequestSpec,
 )
 from scheduler.rpc.endpoint import SchedulerEndpoint
+from tests.builders import CELL
 from tests.fixtures import wire_samples
-from tests.unit.test_endpoint import CELL, RecordingManager
+from tests.unit.test_endpoint import RecordingManager
 
 CELL_SECRET_URL = 'rabbit://cell1:cell-password@cell1-rabbit:5672/'
 CELL_SECRET_DB = 'mysql+pymysql://nova:db-password@cell1-db/nova_cell1'

@@ -13,7 +13,7 @@ import pytest
 
 from scheduler.host_table import HostTable
 from scheduler.memory import DeferredRelease
-from tests.unit.test_manager import CONTEXT, select, spec, uuids
+from tests.builders import REQUEST_CONTEXT, select, user_spec, uuids
 
 
 class Payload:
@@ -86,7 +86,7 @@ def test_a_request_s_host_table_is_freed_by_the_release_not_by_the_return(
         return view
     manager._host_states = spying
 
-    result = select(manager, spec(), uuids(1))
+    result = select(manager, user_spec(), uuids(1))
 
     assert result[0][0].service_host in ('a', 'b')
     # The answer has been built; the table and Placement's answer are still
@@ -103,7 +103,7 @@ def test_a_failed_request_hands_its_objects_over_too(fake, make_manager, no_coll
     manager = make_manager()
     manager.release = DeferredRelease(delay=3600)
     with pytest.raises(exc.NoValidHost):
-        manager.select_destinations(CONTEXT, spec(num_instances=2), uuids(2))
+        manager.select_destinations(REQUEST_CONTEXT, user_spec(num_instances=2), uuids(2))
     assert manager.release.pending() == 1
     manager.release.stop()
 
@@ -125,7 +125,7 @@ def test_after_a_request_the_collector_comes_back_once_its_objects_are_freed(
     fake.add_compute('a')
     manager = make_manager()
     manager.release = DeferredRelease(delay=3600)
-    select(manager, spec(), uuids(1))
+    select(manager, user_spec(), uuids(1))
     assert not gc.isenabled()
     manager.release.stop()
     assert gc.isenabled()

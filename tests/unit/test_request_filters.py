@@ -10,7 +10,7 @@ from scheduler.exceptions import (
     RequestFilterFailed,
     RequestTranslationError,
 )
-from scheduler.objects.spec import Aggregate, Destination, Flavor, RequestSpec
+from scheduler.objects.spec import Aggregate, Destination, RequestSpec
 from scheduler.request import filters
 from scheduler.request.filters import (
     compute_status_filter,
@@ -19,9 +19,9 @@ from scheduler.request.filters import (
     run_request_filters,
 )
 from scheduler.request.translate import build_query
-from tests.builders import make_conf
+from tests.builders import CELL_UUID, make_conf, make_spec
 
-# Nova 34's ALL_REQUEST_FILTERS, in its order (reference section 3.2).
+# Nova 34's ALL_REQUEST_FILTERS, in its order (nova/scheduler/request_filter.py).
 NOVA_REQUEST_FILTERS = [
     'require_tenant_aggregate', 'map_az_to_placement_aggregate', 'require_image_type_support',
     'compute_status_filter', 'isolate_aggregates', 'transform_image_metadata',
@@ -56,12 +56,9 @@ CATALOG = Catalog(
 )
 
 
-CELL = '00000000-0000-4000-8000-00000000ce11'
-
-
 def spec(*, extra_specs: dict[str, str] | None = None, **kwargs) -> RequestSpec:
-    return RequestSpec(flavor=Flavor(vcpus=4, memory_mb=4096, root_gb=40,
-                                     extra_specs=dict(extra_specs or {})), **kwargs)
+    """A 4 vCPU, 4096 MB, 40 GB flavor, no image."""
+    return make_spec(vcpus=4, memory_mb=4096, root_gb=40, extra_specs=extra_specs, **kwargs)
 
 
 # -- compute_status_filter ---------------------------------------------------------------------
@@ -201,7 +198,8 @@ def test_a_filter_that_finds_a_contradiction_is_refused_as_invalid_input_naming_
 
 
 def test_every_default_filter_with_every_option_on_handles_a_spec_without_an_image() -> None:
-    # Nova crashes on image=None in several of them (reference 8.10).
+    # Nova crashes on image=None in several of them (packed_virtqueue_filter and others,
+    # nova/scheduler/request_filter.py).
     conf = make_conf(scheduler={
         'limit_tenants_to_placement_aggregate': True,
         'query_placement_for_image_type_support': True,
@@ -212,7 +210,7 @@ def test_every_default_filter_with_every_option_on_handles_a_spec_without_an_ima
     assert s.image is None
 
     acted = run_request_filters(load_request_filters(conf.scheduler.request_filters), s,
-                                HostCatalog(default_cell_uuid=CELL), conf)
+                                HostCatalog(default_cell_uuid=CELL_UUID), conf)
 
     assert acted == ['compute_status_filter', 'packed_virtqueue_filter', 'virtio_sound_filter',
                      'tpm_secret_security_filter']

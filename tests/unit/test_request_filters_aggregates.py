@@ -1,4 +1,6 @@
-"""Request filters that read aggregate metadata from the HostCatalog (reference 3.2 rows 1, 5, 9).
+"""Request filters that read aggregate metadata from the HostCatalog: Nova's
+require_tenant_aggregate, isolate_aggregates and routed_networks_filter
+(nova/scheduler/request_filter.py).
 
 The catalog is the real HostCatalog, fed as Nova feeds it: update_aggregates and
 delete_aggregate casts.
@@ -12,14 +14,12 @@ import pytest
 from scheduler.catalog.catalog import HostCatalog
 from scheduler.catalog.neutron import NeutronError, PortSegments
 from scheduler.exceptions import RequestFilterFailed
-from scheduler.objects.spec import Destination, Flavor, ImageMeta, ImageMetaProps, RequestSpec
+from scheduler.objects.spec import Destination, RequestSpec
 from scheduler.request.aggregate_filters import isolate_aggregates, require_tenant_aggregate
 from scheduler.request.routed_networks import RoutedNetworkSources, routed_networks_filter
 from scheduler.request.translate import build_query
-from tests.builders import make_aggregate, make_conf
+from tests.builders import CELL_UUID, PROJECT, make_aggregate, make_conf, make_spec
 
-CELL = '00000000-0000-4000-8000-00000000ce11'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
 OTHER_PROJECT = 'b5e2d1ef6c7f4b9a8b2c3d4e5f607182'
 NETWORK = 'f0e1d2c3-b4a5-4968-8776-a5b4c3d2e1f0'
 PORT = '9b2c1d0e-3f4a-4b5c-8d6e-7f8091a2b3c4'
@@ -41,17 +41,17 @@ SEGMENT_B_AGG = make_aggregate(f'Neutron segment id {SEGMENT_B}', id=9)
 
 
 def catalog(*aggregates) -> HostCatalog:
-    c = HostCatalog(default_cell_uuid=CELL)
+    c = HostCatalog(default_cell_uuid=CELL_UUID)
     c.update_aggregates(list(aggregates))
     return c
 
 
 def spec(*, extra_specs: dict[str, str] | None = None, traits_required: Sequence[str] = (),
          project_id: str = PROJECT, **fields) -> RequestSpec:
-    return RequestSpec(
-        flavor=Flavor(vcpus=2, memory_mb=2048, root_gb=20, extra_specs=dict(extra_specs or {})),
-        image=ImageMeta(properties=ImageMetaProps(traits_required=list(traits_required))),
-        project_id=project_id, **fields)
+    """A 2 vCPU, 2048 MB, 20 GB flavor of PROJECT, its image requiring ``traits_required``."""
+    return make_spec(vcpus=2, memory_mb=2048, root_gb=20, extra_specs=extra_specs,
+                     image_props={'traits_required': list(traits_required)},
+                     project_id=project_id, **fields)
 
 
 # -- require_tenant_aggregate ------------------------------------------------------------------
@@ -178,7 +178,7 @@ class SegmentAwareCatalog(HostCatalog):
     HostCatalog does not have today; the filter uses it when a catalog offers it)."""
 
     def __init__(self, segments: dict[str, list[str]]):
-        super().__init__(default_cell_uuid=CELL)
+        super().__init__(default_cell_uuid=CELL_UUID)
         self.segments = segments
 
     def network_segments(self, network_id: str) -> list[str]:

@@ -1,4 +1,6 @@
-"""Request filters that require capability traits of the compute node (reference 3.2, 8.9, 8.10).
+"""Request filters that require capability traits of the compute node: Nova's
+(nova/scheduler/request_filter.py), without its wrong viommu trait names and its
+crashes on image=None (doc/nova-compatibility.md).
 
 Each row: a spec, the [scheduler] options set, and the root traits the filter
 must require (an empty set: it must not act).
@@ -12,7 +14,6 @@ import pytest
 
 from scheduler.exceptions import RequestFilterFailed, RequestTranslationError
 from scheduler.objects.spec import (
-    Flavor,
     ImageMeta,
     ImageMetaProps,
     RequestGroup,
@@ -31,7 +32,7 @@ from scheduler.request.trait_filters import (
     transform_image_metadata,
     virtio_sound_filter,
 )
-from tests.builders import make_conf
+from tests.builders import make_conf, make_spec
 
 PORT = '9b2c1d0e-3f4a-4b5c-8d6e-7f8091a2b3c4'
 ALIAS_REQUEST = '5e1a4f1c-7d3b-4a2e-9c8d-0f1e2d3c4b5a'
@@ -41,9 +42,8 @@ def spec(*, extra_specs: dict[str, str] | None = None, image: dict[str, Any] | N
          no_image: bool = False, disk_format: str | None = 'qcow2', **fields: Any) -> RequestSpec:
     image_meta = None if no_image else ImageMeta(disk_format=disk_format,
                                                  properties=ImageMetaProps(image or {}))
-    return RequestSpec(flavor=Flavor(vcpus=2, memory_mb=2048, root_gb=20,
-                                     extra_specs=dict(extra_specs or {})),
-                       image=image_meta, **fields)
+    return make_spec(vcpus=2, memory_mb=2048, root_gb=20, extra_specs=extra_specs,
+                     image=image_meta, **fields)
 
 
 def pci_requests(*requests: dict[str, Any]) -> dict[str, Any]:

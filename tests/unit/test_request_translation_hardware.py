@@ -1,8 +1,9 @@
-"""Extra specs and image properties that become Placement requirements (reference 3.3, step 7),
-the CPU policies' finer points, Nova's ``all_required_traits`` and the PCPU fallback query.
+"""Extra specs and image properties that become Placement requirements (Nova's
+ResourceRequest._translate_*_request, nova/scheduler/utils.py), the CPU policies'
+finer points, Nova's ``all_required_traits`` and the PCPU fallback query.
 
-Queries are compared decoded, as (parameter, value) pairs. The specs are the
-reference flavor (4 vCPU, 4096 MB, 40 GB) after Nova's always-on request filters.
+Queries are compared decoded, as (parameter, value) pairs. The specs are
+nova_spec's: a 4 vCPU, 4096 MB, 40 GB flavor after Nova's always-on request filters.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from scheduler.conf import workarounds
 from scheduler.exceptions import RequestTranslationError
 from scheduler.objects.spec import RequestGroup, RequestSpec
 from scheduler.request.translate import all_required_traits, build_query, fallback_query_needed
-from tests.builders import make_conf
-from tests.fixtures.request_specs import BASE, LIMIT, PORT_UUID, ROOT, make_spec
+from tests.builders import make_conf, nova_spec
+from tests.fixtures.request_specs import BASE, LIMIT, PORT_UUID, ROOT
 
 UEFI = {'hw_firmware_type': 'uefi'}
 SEV = 'resources=DISK_GB:40,MEMORY_MB:4096,MEM_ENCRYPTION_CONTEXT:1,VCPU:4'
@@ -37,116 +38,116 @@ class Row:
 ROWS = {
     # memory encryption -----------------------------------------------------------------------
     'hw:mem_encryption asks one encryption context and the AMD SEV trait (the default model)':
-        Row(make_spec(extra_specs={'hw:mem_encryption': 'true'}, image_props=UEFI),
+        Row(nova_spec(extra_specs={'hw:mem_encryption': 'true'}, image_props=UEFI),
             ['limit=1000', 'required=HW_CPU_X86_AMD_SEV', SEV, ROOT]),
     'the image property hw_mem_encryption asks the same':
-        Row(make_spec(image_props={**UEFI, 'hw_mem_encryption': True}),
+        Row(nova_spec(image_props={**UEFI, 'hw_mem_encryption': True}),
             ['limit=1000', 'required=HW_CPU_X86_AMD_SEV', SEV, ROOT]),
     'the model comes from hw:mem_encryption_model':
-        Row(make_spec(extra_specs={'hw:mem_encryption': 'yes',
+        Row(nova_spec(extra_specs={'hw:mem_encryption': 'yes',
                                    'hw:mem_encryption_model': 'amd-sev-es'},
                       image_props={**UEFI, 'hw_machine_type': 'pc-q35-8.2'}),
             ['limit=1000', 'required=HW_CPU_X86_AMD_SEV_ES', SEV, ROOT]),
     'SEV-SNP needs stateless firmware, which is required of the host too':
-        Row(make_spec(image_props={**UEFI, 'hw_mem_encryption': True,
+        Row(nova_spec(image_props={**UEFI, 'hw_mem_encryption': True,
                                    'hw_mem_encryption_model': 'amd-sev-snp',
                                    'hw_firmware_stateless': True}),
             ['limit=1000', 'required=COMPUTE_SECURITY_STATELESS_FIRMWARE,HW_CPU_X86_AMD_SEV_SNP',
              SEV, ROOT]),
     'Intel TDX with stateless firmware and no video device':
-        Row(make_spec(image_props={**UEFI, 'hw_mem_encryption': True,
+        Row(nova_spec(image_props={**UEFI, 'hw_mem_encryption': True,
                                    'hw_mem_encryption_model': 'intel-tdx',
                                    'hw_firmware_stateless': True, 'hw_video_model': 'none'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_STATELESS_FIRMWARE,HW_CPU_X86_INTEL_TDX',
              SEV, ROOT]),
     'hw:mem_encryption=false asks nothing, whatever the image firmware':
-        Row(make_spec(extra_specs={'hw:mem_encryption': 'false'}), ['limit=1000', BASE, ROOT]),
+        Row(nova_spec(extra_specs={'hw:mem_encryption': 'false'}), ['limit=1000', BASE, ROOT]),
     'memory encryption replaces an explicit MEM_ENCRYPTION_CONTEXT amount, as Nova does':
-        Row(make_spec(extra_specs={'hw:mem_encryption': 'true',
+        Row(nova_spec(extra_specs={'hw:mem_encryption': 'true',
                                    'resources:MEM_ENCRYPTION_CONTEXT': '4'}, image_props=UEFI),
             ['limit=1000', 'required=HW_CPU_X86_AMD_SEV', SEV, ROOT]),
     # persistent memory -----------------------------------------------------------------------
     'hw:pmem asks one namespace of each label, counted':
-        Row(make_spec(extra_specs={'hw:pmem': '4GB, 4GB,small-ns'}),
+        Row(nova_spec(extra_specs={'hw:pmem': '4GB, 4GB,small-ns'}),
             ['limit=1000', 'resources=CUSTOM_PMEM_NAMESPACE_4GB:2,CUSTOM_PMEM_NAMESPACE_SMALL_NS:1,'
              'DISK_GB:40,MEMORY_MB:4096,VCPU:4', ROOT]),
     'hw:pmem replaces an explicit amount of its class, as Nova does':
-        Row(make_spec(extra_specs={'hw:pmem': '4GB', 'resources:CUSTOM_PMEM_NAMESPACE_4GB': '3'}),
+        Row(nova_spec(extra_specs={'hw:pmem': '4GB', 'resources:CUSTOM_PMEM_NAMESPACE_4GB': '3'}),
             ['limit=1000', 'resources=CUSTOM_PMEM_NAMESPACE_4GB:1,DISK_GB:40,MEMORY_MB:4096,VCPU:4',
              ROOT]),
     # vTPM -------------------------------------------------------------------------------------
     'a TPM 2.0 defaults to the TIS model':
-        Row(make_spec(extra_specs={'hw:tpm_version': '2.0'}),
+        Row(nova_spec(extra_specs={'hw:tpm_version': '2.0'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_TPM_2_0,COMPUTE_SECURITY_TPM_TIS', BASE,
              ROOT]),
     'a CRB TPM 2.0 from the image':
-        Row(make_spec(image_props={'hw_tpm_version': '2.0', 'hw_tpm_model': 'tpm-crb'}),
+        Row(nova_spec(image_props={'hw_tpm_version': '2.0', 'hw_tpm_model': 'tpm-crb'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_TPM_2_0,COMPUTE_SECURITY_TPM_CRB', BASE,
              ROOT]),
     'a TPM 1.2, flavor and image agreeing':
-        Row(make_spec(extra_specs={'hw:tpm_version': '1.2'}, image_props={'hw_tpm_version': '1.2'}),
+        Row(nova_spec(extra_specs={'hw:tpm_version': '1.2'}, image_props={'hw_tpm_version': '1.2'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_TPM_1_2,COMPUTE_SECURITY_TPM_TIS', BASE,
              ROOT]),
     'a TPM model without a version asks nothing':
-        Row(make_spec(extra_specs={'hw:tpm_model': 'tpm-crb'}), ['limit=1000', BASE, ROOT]),
+        Row(nova_spec(extra_specs={'hw:tpm_model': 'tpm-crb'}), ['limit=1000', BASE, ROOT]),
     # PCI NUMA affinity, secure boot, maxphysaddr, stateless firmware --------------------------
     'PCI NUMA affinity socket needs COMPUTE_SOCKET_PCI_NUMA_AFFINITY':
-        Row(make_spec(extra_specs={'hw:pci_numa_affinity_policy': 'socket'}),
+        Row(nova_spec(extra_specs={'hw:pci_numa_affinity_policy': 'socket'}),
             ['limit=1000', 'required=COMPUTE_SOCKET_PCI_NUMA_AFFINITY', BASE, ROOT]),
     'the other PCI NUMA policies have no trait':
-        Row(make_spec(image_props={'hw_pci_numa_affinity_policy': 'preferred'}),
+        Row(nova_spec(image_props={'hw_pci_numa_affinity_policy': 'preferred'}),
             ['limit=1000', BASE, ROOT]),
     'secure boot required (flavor os:secure_boot)':
-        Row(make_spec(extra_specs={'os:secure_boot': 'required'}),
+        Row(nova_spec(extra_specs={'os:secure_boot': 'required'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_UEFI_SECURE_BOOT', BASE, ROOT]),
     'secure boot optional asks nothing':
-        Row(make_spec(image_props={'os_secure_boot': 'optional'}), ['limit=1000', BASE, ROOT]),
+        Row(nova_spec(image_props={'os_secure_boot': 'optional'}), ['limit=1000', BASE, ROOT]),
     'maxphysaddr passthrough':
-        Row(make_spec(extra_specs={'hw:maxphysaddr_mode': 'passthrough'}),
+        Row(nova_spec(extra_specs={'hw:maxphysaddr_mode': 'passthrough'}),
             ['limit=1000', 'required=COMPUTE_ADDRESS_SPACE_PASSTHROUGH', BASE, ROOT]),
     'maxphysaddr emulate (from the image)':
-        Row(make_spec(image_props={'hw_maxphysaddr_mode': 'emulate'}),
+        Row(nova_spec(image_props={'hw_maxphysaddr_mode': 'emulate'}),
             ['limit=1000', 'required=COMPUTE_ADDRESS_SPACE_EMULATED', BASE, ROOT]),
     'stateless firmware with UEFI':
-        Row(make_spec(image_props={**UEFI, 'hw_firmware_stateless': True}),
+        Row(nova_spec(image_props={**UEFI, 'hw_firmware_stateless': True}),
             ['limit=1000', 'required=COMPUTE_SECURITY_STATELESS_FIRMWARE', BASE, ROOT]),
     'stateless firmware without UEFI is ignored with Nova\'s warning':
-        Row(make_spec(image_props={'hw_firmware_type': 'bios', 'hw_firmware_stateless': True}),
+        Row(nova_spec(image_props={'hw_firmware_type': 'bios', 'hw_firmware_stateless': True}),
             ['limit=1000', BASE, ROOT],
             warnings=["'hw_firmware_stateless' is set for non UEFI firmware type"]),
     'stateless firmware false asks nothing':
-        Row(make_spec(image_props={**UEFI, 'hw_firmware_stateless': False}),
+        Row(nova_spec(image_props={**UEFI, 'hw_firmware_stateless': False}),
             ['limit=1000', BASE, ROOT]),
     # where they land ----------------------------------------------------------------------------
     'they stay in the unsuffixed group next to numbered groups':
-        Row(make_spec(extra_specs={'hw:tpm_version': '2.0', 'resources1:VGPU': '1'}),
+        Row(nova_spec(extra_specs={'hw:tpm_version': '2.0', 'resources1:VGPU': '1'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_TPM_2_0,COMPUTE_SECURITY_TPM_TIS', BASE,
              'resources1=VGPU:1', ROOT]),
     'without unsuffixed resources the traits are required of the root provider':
-        Row(make_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
+        Row(nova_spec(extra_specs={'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
                                    'resources:DISK_GB': '0', 'resources1:VGPU': '1',
                                    'os:secure_boot': 'required'}),
             ['limit=1000', 'resources1=VGPU:1',
              'root_required=COMPUTE_SECURITY_UEFI_SECURE_BOOT,OWNER_NOVA,'
              '!COMPUTE_STATUS_DISABLED']),
     'the PCPU fallback query keeps them (only the pinning translation is off)':
-        Row(make_spec(extra_specs={'hw:cpu_policy': 'dedicated', 'hw:tpm_version': '2.0'}),
+        Row(nova_spec(extra_specs={'hw:cpu_policy': 'dedicated', 'hw:tpm_version': '2.0'}),
             ['limit=1000', 'required=COMPUTE_SECURITY_TPM_2_0,COMPUTE_SECURITY_TPM_TIS', BASE,
              ROOT], pinning_translate=False),
     'a spec without an image translates the flavor\'s hardware requests':
-        Row(make_spec(image=False, extra_specs={'hw:maxphysaddr_mode': 'emulate'}),
+        Row(nova_spec(image=False, extra_specs={'hw:maxphysaddr_mode': 'emulate'}),
             ['limit=1000', 'required=COMPUTE_ADDRESS_SPACE_EMULATED', BASE, ROOT]),
     # CPU policies: what the existing translation already does, pinned down ---------------------
     'emulator threads isolate without pinning adds no PCPU (Nova: only dedicated/mixed)':
-        Row(make_spec(extra_specs={'hw:emulator_threads_policy': 'isolate'}),
+        Row(nova_spec(extra_specs={'hw:emulator_threads_policy': 'isolate'}),
             ['limit=1000', BASE, ROOT]),
     'the image thread policy applies when the flavor sets none':
-        Row(make_spec(extra_specs={'hw:cpu_policy': 'dedicated'},
+        Row(nova_spec(extra_specs={'hw:cpu_policy': 'dedicated'},
                       image_props={'hw_cpu_thread_policy': 'isolate'}),
             ['limit=1000', 'required=!HW_CPU_HYPERTHREADING',
              'resources=DISK_GB:40,MEMORY_MB:4096,PCPU:4', ROOT]),
     'a flavor that prefers wins over the image (Nova: flavor_policy or image_policy)':
-        Row(make_spec(extra_specs={'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'prefer'},
+        Row(nova_spec(extra_specs={'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'prefer'},
                       image_props={'hw_cpu_thread_policy': 'isolate'}),
             ['limit=1000', 'resources=DISK_GB:40,MEMORY_MB:4096,PCPU:4', ROOT]),
 }
@@ -168,52 +169,52 @@ def test_hardware_requests_become_placement_requirements(row: Row) -> None:
 
 REFUSED = {
     'memory encryption without UEFI firmware':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true'}), "hw_firmware_type to 'uefi'"),
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true'}), "hw_firmware_type to 'uefi'"),
     'memory encryption on in the flavor, off in the image':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true'},
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true'},
                    image_props={**UEFI, 'hw_mem_encryption': False}), 'hw_mem_encryption'),
     'two memory encryption models':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true', 'hw:mem_encryption_model': 'amd-sev'},
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true', 'hw:mem_encryption_model': 'amd-sev'},
                    image_props={**UEFI, 'hw_mem_encryption_model': 'amd-sev-es'}),
          'hw:mem_encryption_model'),
     'an unknown memory encryption model':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true',
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true',
                                 'hw:mem_encryption_model': 'arm-cca'}, image_props=UEFI),
          "'arm-cca'"),
     'memory encryption with a machine type other than q35':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true'},
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true'},
                    image_props={**UEFI, 'hw_machine_type': 'pc-i440fx-8.2'}), 'q35'),
     'SEV-SNP without stateless firmware':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true',
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true',
                                 'hw:mem_encryption_model': 'amd-sev-snp'}, image_props=UEFI),
          'stateless firmware'),
     'Intel TDX with a video device':
-        (make_spec(extra_specs={'hw:mem_encryption': 'true',
+        (nova_spec(extra_specs={'hw:mem_encryption': 'true',
                                 'hw:mem_encryption_model': 'intel-tdx'},
                    image_props={**UEFI, 'hw_firmware_stateless': True}), 'video'),
     'an unknown TPM version':
-        (make_spec(extra_specs={'hw:tpm_version': '3.0'}), "TPM version '3.0'"),
+        (nova_spec(extra_specs={'hw:tpm_version': '3.0'}), "TPM version '3.0'"),
     'an unknown TPM model':
-        (make_spec(extra_specs={'hw:tpm_version': '2.0', 'hw:tpm_model': 'tpm-spapr'}),
+        (nova_spec(extra_specs={'hw:tpm_version': '2.0', 'hw:tpm_model': 'tpm-spapr'}),
          "TPM model 'tpm-spapr'"),
     'a CRB TPM 1.2':
-        (make_spec(extra_specs={'hw:tpm_version': '1.2', 'hw:tpm_model': 'tpm-crb'}),
+        (nova_spec(extra_specs={'hw:tpm_version': '1.2', 'hw:tpm_model': 'tpm-crb'}),
          'only valid with TPM version 2.0'),
     'two TPM versions':
-        (make_spec(extra_specs={'hw:tpm_version': '1.2'}, image_props={'hw_tpm_version': '2.0'}),
+        (nova_spec(extra_specs={'hw:tpm_version': '1.2'}, image_props={'hw_tpm_version': '2.0'}),
          'hw_tpm_version'),
     'an unknown secure boot policy':
-        (make_spec(extra_specs={'os:secure_boot': 'always'}), "secure boot policy 'always'"),
+        (nova_spec(extra_specs={'os:secure_boot': 'always'}), "secure boot policy 'always'"),
     'an unknown maxphysaddr mode':
-        (make_spec(extra_specs={'hw:maxphysaddr_mode': 'host'}), "maxphysaddr mode 'host'"),
+        (nova_spec(extra_specs={'hw:maxphysaddr_mode': 'host'}), "maxphysaddr mode 'host'"),
     'an unknown PCI NUMA affinity policy':
-        (make_spec(extra_specs={'hw:pci_numa_affinity_policy': 'nearest'}), "'nearest'"),
+        (nova_spec(extra_specs={'hw:pci_numa_affinity_policy': 'nearest'}), "'nearest'"),
     'two PCI NUMA affinity policies':
-        (make_spec(extra_specs={'hw:pci_numa_affinity_policy': 'socket'},
+        (nova_spec(extra_specs={'hw:pci_numa_affinity_policy': 'socket'},
                    image_props={'hw_pci_numa_affinity_policy': 'required'}),
          'hw_pci_numa_affinity_policy'),
     'a derived trait the flavor forbids':
-        (make_spec(extra_specs={'os:secure_boot': 'required',
+        (nova_spec(extra_specs={'os:secure_boot': 'required',
                                 'trait:COMPUTE_SECURITY_UEFI_SECURE_BOOT': 'forbidden'}),
          'both required and forbidden: COMPUTE_SECURITY_UEFI_SECURE_BOOT'),
 }
@@ -229,7 +230,7 @@ def test_contradictory_hardware_requests_are_refused_with_the_reason(
 
 # -- Nova's ResourceRequest.all_required_traits (isolate_aggregates reads it) -------------------
 def test_all_required_traits_gathers_every_group_but_not_root_required() -> None:
-    spec = make_spec(
+    spec = nova_spec(
         extra_specs={'trait:HW_CPU_X86_AVX2': 'required', 'trait:CUSTOM_MAINTENANCE': 'forbidden',
                      'resources1:VGPU': '1', 'trait1:CUSTOM_NVIDIA_A16': 'required',
                      'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'require',
@@ -254,7 +255,7 @@ def test_all_required_traits_gathers_every_group_but_not_root_required() -> None
 ])
 def test_a_fallback_query_is_needed_for_pinned_cpus_unless_the_workaround_disables_it(
         extra_specs: dict[str, str], disabled: bool, needed: bool) -> None:
-    translated = build_query(make_spec(extra_specs=extra_specs), limit=LIMIT)
+    translated = build_query(nova_spec(extra_specs=extra_specs), limit=LIMIT)
     conf = make_conf(workarounds={'disable_fallback_pcpu_query': disabled})
 
     assert fallback_query_needed(translated, conf) is needed

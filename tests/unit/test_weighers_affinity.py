@@ -18,12 +18,9 @@ from scheduler.weights.affinity import (
 )
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import CELL, PROJECT, USER, make_aggregate, make_conf, make_host, make_spec
 from tests.unit.fake_placement import FakePlacement
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
 M1, M2, M3, M4 = (f'6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e000{i}' for i in range(1, 5))
 STRANGER = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0f00'
 

@@ -12,17 +12,21 @@ from scheduler import exceptions as exc
 from scheduler import plugins
 from scheduler.catalog import HostCatalog
 from scheduler.claims import PendingCleanups
-from scheduler.context import RequestContext
 from scheduler.manager import SchedulerManager
 from scheduler.weights.base import Exclusion, weigh_hosts
 from scheduler.weights.metrics import MetricsWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import (
+    CELL,
+    make_aggregate,
+    make_conf,
+    make_host,
+    make_spec,
+    select,
+    user_spec,
+)
 from tests.unit.fake_placement import FakePlacement
 
-CELL = '00000000-0000-4000-8000-0000000000c1'
-PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
-USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
 SETTING = ['cpu.frequency=1.0', 'cpu.percent=-100']
 MISSING_FREQUENCY = 'host does not report metric cpu.frequency ([metrics] required)'
 
@@ -160,14 +164,14 @@ def manager(tmp_path):
         m.cleanups.stop()
 
 
-def select(manager, instance_uuids):
-    context = RequestContext(request_id='req-unit', user_id=USER, project_id=PROJECT)
-    spec = make_spec(num_instances=len(instance_uuids), project_id=PROJECT, user_id=USER)
-    return manager.select_destinations(context, spec, instance_uuids)
+def choose(manager, instance_uuids):
+    """As many instances of PROJECT's USER as uuids, without alternates."""
+    return select(manager, user_spec(num_instances=len(instance_uuids)), instance_uuids,
+                  return_alternates=False)
 
 
 def test_the_request_goes_to_the_host_that_reports_the_required_metric(manager):
-    result = select(manager(weight_setting=['cpu.frequency=1']),
+    result = choose(manager(weight_setting=['cpu.frequency=1']),
                     ['6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0001'])
     assert result[0][0].service_host == 'cn1'
 
@@ -175,7 +179,7 @@ def test_the_request_goes_to_the_host_that_reports_the_required_metric(manager):
 def test_without_required_the_host_lacking_the_metric_is_only_weighed_down(manager):
     # cn0 weighs weight_of_unavailable: metrics 0 * 0.5 + RAM 1.0 beats cn1's
     # metrics 1 * 0.5 + RAM 8192/65536.
-    result = select(manager(weight_setting=['cpu.frequency=1'], required=False,
+    result = choose(manager(weight_setting=['cpu.frequency=1'], required=False,
                             weight_multiplier=0.5),
                     ['6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0002'])
     assert result[0][0].service_host == 'cn0'
@@ -183,7 +187,7 @@ def test_without_required_the_host_lacking_the_metric_is_only_weighed_down(manag
 
 def test_when_no_host_reports_a_required_metric_novalidhost_says_so(manager):
     with pytest.raises(exc.NoValidHost) as caught:
-        select(manager(weight_setting=['cpu.frequency=1', 'mem.free=1']),
+        choose(manager(weight_setting=['cpu.frequency=1', 'mem.free=1']),
                ['6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0003'])
     assert caught.value.reason.startswith('0/2 hosts available: MetricsWeigher removed 2 (')
     assert 'host does not report metric mem.free ([metrics] required)' in caught.value.reason
