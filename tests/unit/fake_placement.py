@@ -1,6 +1,6 @@
 """An in-memory Placement for unit tests of the claim loop.
 
-A small, honest model of what the scheduler relies on (reference/placement.md):
+A small, honest model of what the scheduler relies on (Placement 16's behaviour):
 
 * providers with capacity per resource class, traits and aggregates, in trees
   (``parent``) or shared through an aggregate (``MISC_SHARES_VIA_AGGREGATE``);
@@ -163,7 +163,8 @@ class FakePlacement:
         consumer = self.consumers.get(consumer_uuid)
         if consumer is None or not consumer.allocations:
             # Placement shows no generation for a consumer without allocations,
-            # even for an orphan record at generation 0 (reference §7).
+            # even for an orphan record at generation 0 (placement/handlers/allocation.py,
+            # _serialize_allocations_for_consumer).
             return ConsumerAllocations(consumer_uuid, {}, None)
         return ConsumerAllocations(
             consumer_uuid, {rp: dict(r) for rp, r in consumer.allocations.items()},

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GENERATOR_CONF = ROOT / 'etc' / 'scheduler' / 'scheduler-config-generator.conf'
 SAMPLE = ROOT / 'etc' / 'scheduler' / 'scheduler.conf.sample'
 
-# Nova 34's options (reference section 7; group, name, type, default, min, max,
+# Nova 34's options as nova/conf/ registers them (group, name, type, default, min, max,
 # first line of the help). [scheduler] workers is the one deliberate difference:
 # see test_workers_default_to_the_cpu_count_and_the_sample_says_so.
 NOVA_OPTIONS = [

@@ -56,8 +56,7 @@ def _error_body(status: int, title: str, code: str, detail: str) -> dict[str, An
                         'request_id': 'req-f91c920c-389d-4dd5-ba01-cd5192989de9'}]}
 
 
-# Real Placement 16 error bodies (reference/wire/placement_error_bodies.json and
-# reference/placement.md §7), verbatim.
+# Real Placement 16 error bodies (tests/fixtures/wire/placement_error_bodies.json), verbatim.
 _CONFLICT = 'There was a conflict when trying to complete your request.\n\n '
 _BAD = ('The server could not comply with the request since it is either malformed or '
         'otherwise incorrect.\n\n ')

@@ -1,4 +1,4 @@
-"""Failures on the wire look exactly like nova-scheduler's (reference 1.5).
+"""Failures on the wire look exactly like nova-scheduler's (doc/design.md#the-rpc-boundary).
 
 oslo.messaging names a failure by its class's module and name and rebuilds it
 on the caller's side with ``cls(*args, **kwargs)``; nova-conductor accepts only
