@@ -6,7 +6,7 @@ Same interface as :mod:`bench.nova_side` (the runner times each call):
   JSON decode the Placement client does, :class:`Candidates`, and the
   manager's host-state step (a HostTable over the host catalog);
 * ``decide(built, kind)``: the manager's own per-instance loop
-  (``SchedulerManager._place_each`` without claims): filters, weighers,
+  (:func:`scheduler.pipeline.decide.decide` without claims): filters, weighers,
   ordering, the first fitting allocation request, consumption before the
   next instance;
 * ``whole(raw)``: ``SchedulerManager.select_destinations`` for one instance
@@ -19,6 +19,7 @@ The configuration is the shipped default: Nova 34's default filters and all
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import sys
@@ -38,6 +39,8 @@ from scheduler.filters.compute import ComputeFilter
 from scheduler.manager import SchedulerManager
 from scheduler.memory import paused_gc
 from scheduler.objects.spec import Flavor, ImageMeta, ImageMetaProps, InstanceGroup, RequestSpec
+from scheduler.pipeline.decide import Decision, decide
+from scheduler.pipeline.failures import failure_reason
 
 KINDS = ('one', 'ten', 'group10')
 MICROVERSION = '1.36'
@@ -109,16 +112,19 @@ class OursSide:
         self.manager.cleanups.stop()
 
     def build(self, raw: bytes) -> Any:
-        return self.manager._host_states(self.placement.decode(raw))
+        return self.manager.hosts.build(self.placement.decode(raw))
 
     def decide(self, built: Any, kind: str) -> list[str]:
         spec, uuids = request_spec(kind)
         # select_destinations runs the whole request, this loop included, with
         # the collector paused (SchedulerManager.select_destinations).
         with paused_gc():
-            placed, _ = self.manager._place_each(self.context, spec, list(uuids), built,
-                                                 trace=explain.RequestTrace(), claim=False)
-        return [p.host.host for p in placed]
+            decision = decide(spec, list(uuids), built, ranking=self.manager.ranking,
+                              choose=functools.partial(self.manager.claiming.claim_first,
+                                                       self.context, claim=False),
+                              reason=functools.partial(failure_reason, self.conf),
+                              trace=explain.RequestTrace(), into=Decision())
+        return [p.host.host for p in decision.placed]
 
     def whole(self, raw: bytes) -> list[str]:
         self.placement.raw = raw

@@ -77,14 +77,14 @@ def test_a_request_s_host_table_is_freed_by_the_release_not_by_the_return(
     manager = make_manager()
     manager.release = DeferredRelease(delay=3600)
     tables: list[weakref.ref] = []
-    real_host_states = manager._host_states
+    real_host_states = manager.hosts.build
 
     def spying(candidates):
         view = real_host_states(candidates)
         assert isinstance(view.table, HostTable)
         tables.append(weakref.ref(view.table))
         return view
-    manager._host_states = spying
+    manager.hosts.build = spying
 
     result = select(manager, user_spec(), uuids(1))
 

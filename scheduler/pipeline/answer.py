@@ -1,0 +1,55 @@
+"""The answer: one list of Selections per instance, the chosen host first, then
+up to ``max_attempts - 1`` alternates the conductor may retry on."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
+from placement_client.models import AllocationRequest
+from scheduler.explain import InstanceAttempt
+from scheduler.host_state import HostState
+from scheduler.objects.selection import SchedulerLimits, Selection
+from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline.claim import Placed
+from scheduler.selection import first_fitting, pick_alternates
+
+#: (spec, hosts, instance index, its trace) -> the hosts in order (Ranking.sorted_hosts)
+SortHosts = Callable[[RequestSpec, Sequence[HostState], int, InstanceAttempt],
+                     Sequence[HostState]]
+
+
+def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: Sequence[HostState],
+               num_alts: int, sort_hosts: SortHosts) -> list[list[Selection]]:
+    selected = {p.host.uuid for p in placed}
+    if num_alts and len(placed) > 1:
+        # Nova sorts once more after all consumptions so alternates reflect them.
+        attempt = InstanceAttempt(index=len(placed) - 1)
+        ordered = sort_hosts(spec, ordered, len(placed) - 1, attempt)
+    result = []
+    for p in placed:
+        # Without a claim (4.3 callers, rebuild checks) Nova sends the literal "null".
+        claimed = p.claim is not None
+        answer = [selection(p.host, p.alloc_req, with_request=claimed)]
+        for alt in pick_alternates(ordered, chosen=p.host, selected=selected,
+                                   num_alternates=num_alts):
+            # Alternates carry an unclaimed request: the conductor claims it
+            # itself if the first host fails to build. Without claims Nova
+            # sends "null" for them too.
+            answer.append(selection(alt, first_fitting(alt), with_request=claimed))
+        result.append(answer)
+    return result
+
+
+def selection(host: HostState, alloc_req: AllocationRequest | None, *,
+              with_request: bool) -> Selection:
+    sent = alloc_req if with_request else None
+    return Selection(
+        compute_node_uuid=host.uuid, service_host=host.host, nodename=host.nodename,
+        cell_uuid=host.cell_uuid,
+        allocation_request=sent.dumps() if sent is not None else 'null',
+        allocation_request_version=(ALLOCATION_CANDIDATES_MICROVERSION
+                                    if sent is not None else None),
+        availability_zone=host.availability_zone,
+        # Nova's SchedulerLimits.from_dict(host.limits): NUMATopologyFilter's limits
+        # for the compute node's own claim.
+        limits=SchedulerLimits(numa_topology=host.limits.get('numa_topology')))

@@ -1,0 +1,156 @@
+"""Stage ``claim``: the host an instance gets, claimed in Placement.
+
+The ordered hosts are walked in turn; a host none of whose candidates still
+fits (earlier instances of the request used it) is skipped; up to
+``[scheduler] max_claim_candidates_per_host`` of its candidates are tried with a
+``PUT /allocations`` each (:mod:`scheduler.claims`: retries, moves, lost answers).
+A claim that makes an anti-affinity group share a host is undone and the next
+host tried (:mod:`scheduler.group_claims`). Without instance uuids nothing is
+claimed: the first fitting candidate is the answer.
+
+Undoing is here too (:meth:`Claiming.rollback`); when to undo is the manager's
+all-or-nothing rule (doc/design.md#claims-all-or-nothing).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oslo_config import cfg
+
+from placement_client import exceptions as pexc
+from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
+from placement_client.models import AllocationRequest, ConsumerAllocations
+from scheduler import claims as claims_mod
+from scheduler import exceptions as exc
+from scheduler import group_claims
+from scheduler.context import RequestContext
+from scheduler.explain import InstanceAttempt
+from scheduler.host_state import HostState
+from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline.failures import log_placement_failure, placement_failure, short
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Placed:
+    instance_uuid: str | None
+    host: HostState
+    alloc_req: AllocationRequest | None
+    #: the claim made for the instance; None when nothing was claimed
+    claim: claims_mod.Claim | None = None
+
+
+class Claiming:
+    def __init__(self, conf: cfg.ConfigOpts, claimer: claims_mod.Claimer,
+                 cleanups: claims_mod.PendingCleanups,
+                 group_check: group_claims.GroupClaimCheck):
+        self.conf = conf
+        self.claimer = claimer
+        self.cleanups = cleanups
+        self.group_check = group_check
+
+    def claim_first(self, context: RequestContext, spec: RequestSpec,
+                    ordered: Sequence[HostState], instance_uuid: str | None,
+                    attempt: InstanceAttempt, *, claim: bool) -> Placed | None:
+        """The first host, in order, that can be had; None when none can."""
+        per_host = self.conf.scheduler.max_claim_candidates_per_host
+        project_id = spec.project_id or context.project_id
+        user_id = spec.user_id or context.user_id
+        # What the claims learnt about the consumer (e.g. that it holds
+        # allocations: a move), so that the next candidate starts from it.
+        known: ConsumerAllocations | None = None
+        for host in ordered:
+            fitting = [a for a in host.allocation_candidates if host.fits(a)]
+            if not fitting:
+                attempt.claim_failures['full after earlier instances of this request'] += 1
+                continue
+            if not claim:
+                attempt.claimed_host = host.host
+                return Placed(instance_uuid, host, fitting[0])
+            # Claims are made only for the instance uuids the caller gave.
+            assert instance_uuid is not None
+            for alloc_req in fitting[:per_host]:
+                try:
+                    made = self.claimer.claim(instance_uuid, alloc_req, project_id=project_id,
+                                              user_id=user_id,
+                                              microversion=ALLOCATION_CANDIDATES_MICROVERSION,
+                                              request_id=context.global_id, known=known)
+                except claims_mod.ClaimFailed as e:
+                    known = e.known
+                    attempt.claim_failures[e.reason] += 1
+                    LOG.debug('claim of %s on %s failed: %s', instance_uuid, host.host, e)
+                    continue
+                except pexc.PlacementUnavailable as e:
+                    self._forget_lost_claim(context, instance_uuid, alloc_req, known,
+                                            project_id=project_id, user_id=user_id)
+                    log_placement_failure(context, 'claim', e)
+                    raise exc.NoValidHost(reason=f'Placement unreachable after {e.attempts} '
+                                                 f'attempts while claiming '
+                                                 f'({placement_failure(e)})') from e
+                except pexc.PlacementError as e:
+                    attempt.claim_failures[f'Placement error {e.status}'] += 1
+                    LOG.warning('claim of %s on %s: %s', instance_uuid, host.host, short(e))
+                    continue
+                try:
+                    self.group_check.after_claim(spec, made, host=host.host,
+                                                 providers=host.tree_providers,
+                                                 request_id=context.global_id)
+                except group_claims.GroupRaceLost as e:
+                    attempt.claim_failures[e.reason] += 1
+                    known = None  # the undo changed the consumer; the next claim re-learns it
+                    break  # a sibling of the group holds this host: try the next host
+                except group_claims.GroupCheckFailed as e:
+                    LOG.warning('request %s: %s', context.request_id, e)
+                    raise exc.NoValidHost(reason=group_claims.CHECK_FAILED_REASON) from e
+                attempt.claimed_host = host.host
+                return Placed(instance_uuid, host, alloc_req, made)
+        return None
+
+    def rollback(self, context: RequestContext, placed: Sequence[Placed]) -> None:
+        """Undo every claim in ``placed`` (now, or later if Placement is away)."""
+        made = [p.claim for p in placed if p.claim is not None]
+        if not made:
+            return
+        left = self.cleanups.undo_now_or_later(made, request_id=context.global_id)
+        moves = sum(1 for c in made if c.is_move)
+        LOG.info('request %s: rolled back %d claim(s)%s%s', context.request_id, len(made),
+                 f' ({moves} restored to their previous allocations)' if moves else '',
+                 f'; {len(left)} left for retry' if left else '')
+
+    def _forget_lost_claim(self, context: RequestContext, instance_uuid: str,
+                           alloc_req: AllocationRequest, known: ConsumerAllocations | None, *,
+                           project_id: str | None, user_id: str | None) -> None:
+        """Placement went away during a claim: the PUT may have landed anyway.
+
+        For a consumer this request would have created, queue a cleanup that
+        deletes it only if it holds exactly what we sent (so nothing someone
+        else wrote is touched). A move's claim cannot be told from the
+        consumer's own allocations this way; it is logged for the operator.
+        """
+        if known is not None and known.allocations:
+            LOG.warning('Placement went away while claiming the move of %s; if that claim '
+                        'landed, the instance holds source and destination allocations',
+                        instance_uuid)
+            return
+        maybe = claims_mod.Claim(consumer_uuid=instance_uuid,
+                                 allocations={rp: dict(r) for rp, r in
+                                              alloc_req.allocations.items()},
+                                 generation=0, project_id=project_id, user_id=user_id)
+        self.cleanups.undo_now_or_later([maybe], request_id=context.global_id, verify=True)
+
+
+def consume(spec: RequestSpec, placed: Placed) -> None:
+    """What the next instance of the request sees: the host's resources used, the
+    group's hosts and the request groups' providers updated (as Nova does)."""
+    if placed.alloc_req is not None:
+        placed.host.consume(placed.alloc_req, placed.instance_uuid)
+    group = spec.instance_group
+    if group is not None and placed.host.host not in group.hosts:
+        group.hosts.append(placed.host.host)
+    mappings = placed.alloc_req.mappings if placed.alloc_req is not None else {}
+    for rg in spec.requested_resources:
+        if rg.requester_id is not None and rg.requester_id in mappings:
+            rg.provider_uuids = list(mappings[rg.requester_id])

@@ -1,0 +1,88 @@
+"""Deciding: per instance of the request, filter, weigh and order the hosts, then
+choose one, and let the next instance see what it used.
+
+:func:`decide` is what ``select_destinations``, ``explain`` and the benchmark
+call. It reads and writes nothing outside its arguments: Placement is reached
+only through ``choose`` (the claim stage, or the first fitting candidate when
+nothing is claimed), and undoing is the caller's business (the manager's
+all-or-nothing rule).
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from oslo_config import cfg
+
+from scheduler import exceptions as exc
+from scheduler.explain import InstanceAttempt, RequestTrace
+from scheduler.filters.base import BaseHostFilter
+from scheduler.host_state import HostState
+from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline.claim import Placed, consume
+from scheduler.pipeline.filtering import filter_hosts
+from scheduler.pipeline.weighing import weigh
+from scheduler.selection import order_hosts
+from scheduler.weights.base import BaseHostWeigher
+
+#: (spec, hosts in order, instance uuid, the trace of this instance) -> the host it gets
+ChooseHost = Callable[[RequestSpec, Sequence[HostState], 'str | None', InstanceAttempt],
+                      'Placed | None']
+
+
+@dataclass
+class Ranking:
+    """The hosts in the order an instance should try them: filtered, weighed, ordered."""
+
+    conf: cfg.ConfigOpts
+    filters: Sequence[BaseHostFilter]
+    weighers: Sequence[BaseHostWeigher]
+    rng: random.Random
+
+    def sorted_hosts(self, spec: RequestSpec, hosts: Sequence[HostState], index: int,
+                     attempt: InstanceAttempt, *, rebuild: bool = False) -> Sequence[HostState]:
+        passed = filter_hosts(self.filters, spec, hosts, index=index, attempt=attempt,
+                              rebuild=rebuild)
+        if not passed:
+            return []
+        weighed = weigh(self.weighers, spec, passed, attempt)
+        # Read per request: an operator's (or a test's) new values apply at once.
+        fs = self.conf.filter_scheduler
+        return order_hosts(weighed, host_subset_size=fs.host_subset_size,
+                           shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
+                           rng=self.rng)
+
+
+@dataclass
+class Decision:
+    #: one per instance decided so far, in order
+    placed: list[Placed] = field(default_factory=list)
+    #: the last instance's host order: what alternates are chosen from
+    ordered: Sequence[HostState] = ()
+
+
+def decide(spec: RequestSpec, uuids: Sequence[str | None], hosts: Sequence[HostState], *,
+           ranking: Ranking, choose: ChooseHost, reason: Callable[[RequestTrace], str],
+           trace: RequestTrace, into: Decision, rebuild: bool = False) -> Decision:
+    """Place every instance, in order, into ``into`` (so that a caller who undoes on
+    failure sees what was placed before it); NoValidHost with ``reason(trace)`` for
+    the first instance no host takes."""
+    into.ordered = hosts
+    for index, instance_uuid in enumerate(uuids):
+        spec.instance_uuid = instance_uuid
+        attempt = trace.new_attempt(index, len(hosts))
+        ordered = ranking.sorted_hosts(spec, hosts, index, attempt, rebuild=rebuild)
+        # Nova: hosts filtered out for one instance are not reconsidered for the next.
+        hosts = into.ordered = ordered
+        if rebuild:
+            # Nothing to claim or fit: the instance already holds its resources.
+            chosen = Placed(instance_uuid, ordered[0], None) if ordered else None
+            attempt.claimed_host = chosen.host.host if chosen else None
+        else:
+            chosen = choose(spec, ordered, instance_uuid, attempt)
+        if chosen is None:
+            raise exc.NoValidHost(reason=reason(trace))
+        into.placed.append(chosen)
+        consume(spec, chosen)
+    return into

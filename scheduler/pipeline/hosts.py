@@ -1,0 +1,159 @@
+"""Stage ``host_states``: from candidates (or a rebuild check's named host) to the
+hosts the filters judge.
+
+Before the hosts are built, what Nova reads per request is made as fresh as
+configured: the compute services' state (``[nova] service_state_max_age``) and,
+for a request that uses them, the candidates' NUMA topologies and PCI pools
+(``[cell_database] max_age``). Providers no source knows are looked up, and left
+out while unresolved (doc/host-data.md). The hosts then travel as one host table
+(``[scheduler] columnar_host_states``) or as HostStates, and the cell and name
+restrictions of the spec apply before any filter runs.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from oslo_config import cfg
+
+from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
+from placement_client.models import Candidates
+from scheduler import exceptions as exc
+from scheduler import metrics
+from scheduler.catalog.resolver import UNRESOLVED_REASON, HostResolver
+from scheduler.context import RequestContext
+from scheduler.explain import RequestTrace
+from scheduler.host_state import HostData, HostState, build_host_states
+from scheduler.host_table import HostTable
+from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline.failures import (
+    failure_reason,
+    log_placement_failure,
+    placement_failure,
+    short,
+)
+from scheduler.request.node_details import uses_compute_node_details
+from scheduler.selection import prefilter_hosts
+
+LOG = logging.getLogger(__name__)
+
+# Above this many unknown providers one full listing is cheaper than lookups.
+_MAX_SINGLE_LOOKUPS = 20
+# The most forced/requested host and node names a rebuild check may name: each
+# costs Placement lookups, and Nova's conductor sends one of each.
+_MAX_REBUILD_NAMES = 10
+
+FindRoots = Callable[[RequestContext, 'str | None', 'str | None'], dict[str, str]]
+
+
+class HostBuilder:
+    def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData, *,
+                 resolver: HostResolver, find_roots: FindRoots,
+                 refresh_service_states: Callable[[], None],
+                 refresh_compute_nodes: Callable[[Iterable[str]], None]):
+        self.conf = conf
+        self.placement = placement
+        self.catalog = catalog
+        self.resolver = resolver
+        self.find_roots = find_roots
+        self.refresh_service_states = refresh_service_states
+        self.refresh_compute_nodes = refresh_compute_nodes
+
+    def for_candidates(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
+                       trace: RequestTrace) -> Sequence[HostState]:
+        """The hosts of Placement's answer, restricted as the spec asks."""
+        self.refresh_service_states()
+        roots = candidates.root_provider_uuids()
+        self._learn_provider_names(context, roots)
+        unresolved = self.resolver.resolve(roots)
+        if unresolved:
+            candidates = candidates.without_trees(unresolved)
+            if not len(candidates):
+                trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved)}
+                raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
+        if uses_compute_node_details(spec):
+            self.refresh_compute_nodes(roots - unresolved)
+        hosts = self.build(candidates)
+        trace.hosts = len(hosts)
+        hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
+        if unresolved:
+            trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved),
+                                       **trace.prefilter_removed}
+        return hosts
+
+    def build(self, candidates: Candidates) -> Sequence[HostState]:
+        az = self.conf.default_availability_zone
+        with metrics.stage('host_states'):
+            if self.conf.scheduler.columnar_host_states:
+                return HostTable(candidates, self.catalog, default_availability_zone=az).view()
+            return build_host_states(candidates, self.catalog, default_availability_zone=az)
+
+    def for_rebuild(self, context: RequestContext, spec: RequestSpec,
+                    trace: RequestTrace) -> Sequence[HostState]:
+        """The hosts a rebuild check names, read from their provider trees (no candidates)."""
+        self.refresh_service_states()
+        hosts = self._rebuild_host_states(context, spec)
+        trace.hosts = len(hosts)
+        hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
+        return hosts
+
+    def _learn_provider_names(self, context: RequestContext, roots: set[str]) -> None:
+        unknown = self.catalog.unknown_provider_uuids(roots)
+        if not unknown:
+            return
+        try:
+            if len(unknown) > _MAX_SINGLE_LOOKUPS:
+                providers = self.placement.get_resource_providers(request_id=context.global_id)
+            else:
+                providers = [p for root in unknown for p in self.placement.get_resource_providers(
+                    in_tree=root, request_id=context.global_id)]
+        except pexc.PlacementError as e:
+            # Names are cosmetic for unknown hosts (they default to the uuid); a
+            # lookup failure must not fail the request.
+            LOG.warning('could not look up provider names (%s); using uuids', short(e))
+            return
+        names = {p.uuid: p.name for p in providers if p.uuid == p.root_provider_uuid}
+        self.catalog.remember_provider_names(names)
+
+    def _rebuild_host_states(self, context: RequestContext,
+                             spec: RequestSpec) -> Sequence[HostState]:
+        dest = spec.requested_destination
+        hosts = list(spec.force_hosts or ()) or ([dest.host] if dest and dest.host else [])
+        nodes = list(spec.force_nodes or ()) or ([dest.node] if dest and dest.node else [])
+        if not hosts and not nodes:
+            # Nova would judge every compute node; its conductor always forces the
+            # instance's own host, and no other question has a useful answer.
+            raise exc.InvalidInput(reason='a rebuild check must name the instance\'s host '
+                                          '(force_hosts/force_nodes or requested_destination)')
+        if max(len(hosts), 1) * max(len(nodes), 1) > _MAX_REBUILD_NAMES:
+            raise exc.InvalidInput(reason=f'a rebuild check may name at most '
+                                          f'{_MAX_REBUILD_NAMES} host/node combinations')
+        roots: dict[str, str] = {}
+        # None: any host (node), when only nodes (hosts) are named.
+        anything: list[str | None] = [None]
+        for host in hosts or anything:
+            for node in nodes or anything:
+                roots.update(self.find_roots(context, host, node))
+        if not roots:
+            raise exc.NoValidHost(reason=f'No such host - host: {",".join(hosts) or None} '
+                                         f'node: {",".join(nodes) or None} ')
+        if uses_compute_node_details(spec):
+            self.refresh_compute_nodes(roots)
+        states = []
+        for root, name in sorted(roots.items(), key=lambda kv: kv[1]):
+            try:
+                summaries = self.placement.get_provider_summaries(root,
+                                                                  request_id=context.global_id)
+            except pexc.PlacementError as e:
+                log_placement_failure(context, 'rebuild host read', e)
+                raise exc.NoValidHost(reason=f'Placement unreachable while reading the rebuild '
+                                             f'host ({placement_failure(e)})') from e
+            record = self.catalog.record_for_provider(root, name)
+            states.append(HostState(
+                uuid=root, record=record, summaries=summaries.values(),
+                allocation_candidates=[],
+                aggregates=self.catalog.aggregates_for_host(record.service_host),
+                instances=self.catalog.instances_on_host(record.service_host),
+                default_availability_zone=self.conf.default_availability_zone))
+        return states

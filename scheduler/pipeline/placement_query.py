@@ -1,0 +1,175 @@
+"""Stage ``placement_query``: from a spec to Placement's allocation candidates.
+
+The requested (or forced) destination becomes ``in_tree``; the spec is
+translated into ``GET /allocation_candidates`` (:mod:`scheduler.request.translate`);
+an answer fetched a moment ago for the same query may be reused
+(:mod:`scheduler.candidate_reuse`); Nova's PCPU fallback asks once more with
+VCPU and merges the answers. An empty answer, or one Placement refused, is a
+NoValidHost whose reason says which.
+"""
+from __future__ import annotations
+
+import logging
+
+from oslo_config import cfg
+
+from placement_client import exceptions as pexc
+from placement_client.api import PlacementAPI
+from placement_client.models import Candidates
+from placement_client.query import AllocationCandidatesQuery
+from scheduler import exceptions as exc
+from scheduler import metrics
+from scheduler.candidate_reuse import CandidateReuse
+from scheduler.context import RequestContext
+from scheduler.explain import RequestTrace
+from scheduler.host_state import HostData
+from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline.failures import (
+    UUID_RE,
+    failure_reason,
+    log_placement_failure,
+    placement_failure,
+    short,
+)
+from scheduler.request.translate import build_query, fallback_query_needed
+
+LOG = logging.getLogger(__name__)
+
+
+class PlacementQuery:
+    def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData,
+                 reuse: CandidateReuse):
+        self.conf = conf
+        self.placement = placement
+        self.catalog = catalog
+        self.reuse = reuse
+
+    def candidates(self, context: RequestContext, spec: RequestSpec, trace: RequestTrace, *,
+                   claim: bool) -> Candidates:
+        """Placement's answer for ``spec``; NoValidHost when it holds no candidate."""
+        in_tree, multi_node = self.resolve_destination(context, spec)
+        # With several nodes behind the requested host, the right one might not be
+        # among the first N candidates (Nova drops the limit too); the hints that
+        # have the same effect are handled by the translation.
+        limit = None if multi_node else self.conf.scheduler.max_placement_results
+        try:
+            translated = build_query(spec, limit=limit, in_tree=in_tree)
+        except exc.RequestTranslationError as e:
+            raise exc.InvalidInput(reason=str(e)) from e
+        for warning in translated.warnings:
+            LOG.warning('request %s: %s', context.request_id, warning)
+        trace.query = translated.query.describe()
+        trace.query_for_users = translated.query.describe(
+            redact=not self.conf.scheduler.explain_host_names)
+        trace.limit = translated.query.limit
+
+        with metrics.stage('placement_query'):
+            # A move holds allocations the answer does not know about: ask afresh.
+            candidates = self._ask(
+                context, translated.query, trace,
+                reuse=claim and spec.requested_destination is None and not spec.ignore_hosts)
+            if fallback_query_needed(translated, self.conf):
+                candidates = self._with_fallback(context, spec, candidates, limit=limit,
+                                                 in_tree=in_tree, trace=trace)
+        trace.candidates = len(candidates)
+        metrics.CANDIDATES.observe(trace.candidates)
+        if not trace.candidates:
+            raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
+        return candidates
+
+    def resolve_destination(self, context: RequestContext,
+                            spec: RequestSpec) -> tuple[str | None, bool]:
+        """Requested (or forced) host/node -> ``in_tree`` provider; (in_tree, several nodes)."""
+        dest = spec.requested_destination
+        host = dest.host if dest and dest.host else (
+            spec.force_hosts[0] if spec.force_hosts else None)
+        node = dest.node if dest and dest.node else (
+            spec.force_nodes[0] if spec.force_nodes else None)
+        if not host and not node:
+            return None, False
+        roots = self.find_roots(context, host, node)
+        if not roots:
+            if not self.catalog.find_nodes(host, node):
+                raise exc.NoValidHost(reason=f'No such host - host: {host} node: {node} ')
+            # Known to the catalog under names Placement does not use: let the
+            # candidates and the host restrictions decide.
+            return None, True
+        return (next(iter(roots)), False) if len(roots) == 1 else (None, True)
+
+    def find_roots(self, context: RequestContext, host: str | None,
+                   node: str | None) -> dict[str, str]:
+        """Root provider uuid -> name of the compute nodes on ``host`` named ``node``.
+
+        The catalog knows them by uuid; otherwise a bare Placement names compute
+        node providers after the node, and by default the host is the node.
+        """
+        records = self.catalog.find_nodes(host, node)
+        found = {r.provider_uuid: r.nodename for r in records if r.provider_uuid}
+        names: list[str | None] = [r.nodename for r in records if not r.provider_uuid]
+        if not records:
+            names = [node or host]
+        learnt: dict[str, str] = {}
+        for name in names:
+            try:
+                providers = self.placement.get_resource_providers(
+                    name=name, request_id=context.global_id)
+            except pexc.PlacementError as e:
+                log_placement_failure(context, 'requested destination look-up', e)
+                raise exc.NoValidHost(reason=f'Placement unreachable while looking up the '
+                                             f'requested destination '
+                                             f'({placement_failure(e)})') from e
+            learnt.update({p.uuid: p.name for p in providers if p.uuid == p.root_provider_uuid})
+        if learnt:
+            self.catalog.remember_provider_names(learnt)
+        return {**found, **learnt}
+
+    def _ask(self, context: RequestContext, query: AllocationCandidatesQuery,
+             trace: RequestTrace, *, reuse: bool = False) -> Candidates:
+        key = query.describe()
+        if reuse and self.reuse.enabled:
+            cached = self.reuse.get(key)
+            if cached is not None:
+                trace.query = f'{trace.query} (answer reused)'
+                return cached
+        try:
+            candidates = self.placement.get_allocation_candidates(
+                query, request_id=context.global_id)
+            if reuse and self.reuse.enabled:
+                self.reuse.put(key, candidates)
+            return candidates
+        except pexc.PlacementError as e:
+            log_placement_failure(context, 'GET /allocation_candidates', e)
+            if isinstance(e, pexc.PlacementUnavailable):
+                trace.placement_error = (f'Placement unreachable after {e.attempts} attempts '
+                                         f'({placement_failure(e)})')
+            elif isinstance(e, pexc.PlacementAuthError):
+                trace.placement_error = (f'Placement refused the scheduler\'s credentials '
+                                         f'({e.status})')
+            else:
+                # Placement's words on a rejected query are about what was asked (an
+                # unknown trait or resource class); the uuids in them are masked.
+                detail = UUID_RE.sub('<uuid>', short(e.detail or ''))
+                trace.placement_error = (
+                    f'Placement rejected the query ({placement_failure(e)})'
+                    + (f': {detail}' if detail else ''))
+        raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
+
+    def _with_fallback(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
+                       *, limit: int | None, in_tree: str | None,
+                       trace: RequestTrace) -> Candidates:
+        """Nova's PCPU fallback: also ask with VCPU, for computes that still report
+        pinned CPUs as VCPU, and merge the answers (pinned candidates first)."""
+        fallback = build_query(spec, limit=limit, in_tree=in_tree, pinning_translate=False)
+        trace.query = f'{trace.query} (then {fallback.query.describe()})'
+        redact = not self.conf.scheduler.explain_host_names
+        trace.query_for_users = (f'{trace.query_for_users} '
+                                 f'(then {fallback.query.describe(redact=redact)})')
+        try:
+            extra = self.placement.get_allocation_candidates(fallback.query,
+                                                             request_id=context.global_id)
+        except pexc.PlacementError as e:
+            # Nova keeps the first answer when the fallback call fails; so do we.
+            LOG.warning('request %s: PCPU fallback query failed (%s); using the PCPU '
+                        'candidates only', context.request_id, short(e))
+            return candidates
+        return candidates.merged_with(extra)
