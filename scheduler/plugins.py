@@ -36,6 +36,7 @@ from scheduler import nova_plugins
 from scheduler.exceptions import ConfigurationError, PluginNotFound
 from scheduler.filters.base import BaseHostFilter
 from scheduler.nova_plugins import nova_plugin_kind
+from scheduler.vector_hooks import trusted_hook
 from scheduler.weights.base import BaseHostWeigher
 
 LOG = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ def load_filters(conf: cfg.ConfigOpts) -> list[BaseHostFilter]:
                     missing_verb='hosts are not checked for',
                     extra=_available_filter_classes(conf))
     LOG.info('Host filters enabled: %s', ', '.join(f.name for f in filters) or '(none)')
+    _log_how_they_run(conf, 'Host filters', filters)
     return filters
 
 
@@ -82,7 +84,33 @@ def load_weighers(conf: cfg.ConfigOpts) -> list[BaseHostWeigher]:
                      base=BaseHostWeigher, not_shipped=NOVA_WEIGHERS_NOT_SHIPPED,
                      missing_verb='hosts are not weighed by')
     LOG.info('Host weighers enabled: %s', ', '.join(w.name for w in weighers) or '(none)')
+    _log_how_they_run(conf, 'Host weighers', weighers)
     return weighers
+
+
+def runs_on_columns(plugin: BaseHostFilter | BaseHostWeigher) -> bool:
+    """Whether ``plugin`` judges the host table column-wise (a trusted hook) rather
+    than host by host; a hook may still hand a particular request back to the
+    per-host path."""
+    if isinstance(plugin, BaseHostFilter):
+        return (type(plugin).filter_all is BaseHostFilter.filter_all
+                and trusted_hook(plugin, 'filter_rows', BaseHostFilter,
+                                 ('filter_result', 'host_passes')) is not None)
+    return trusted_hook(plugin, 'raw_weights', BaseHostWeigher,
+                        ('_weigh_object', 'weigh_objects')) is not None
+
+
+def _log_how_they_run(conf: cfg.ConfigOpts, what: str,
+                      plugins: Sequence[BaseHostFilter | BaseHostWeigher]) -> None:
+    # An operator's subclass that overrides a per-host method loses the built-in
+    # hook (scheduler/vector_hooks.py): said once here, not discovered in a profile.
+    if not plugins:
+        return
+    if not conf.scheduler.columnar_host_states:
+        LOG.info('%s run host by host: [scheduler] columnar_host_states is off', what)
+        return
+    LOG.info('%s, how they run: %s', what, ', '.join(
+        f'{p.name} {"on columns" if runs_on_columns(p) else "host by host"}' for p in plugins))
 
 
 def _available_filter_classes(conf: cfg.ConfigOpts) -> dict[str, type]:
