@@ -8,7 +8,6 @@ defaults wraps one of these in a named helper of its own.
 from __future__ import annotations
 
 import datetime
-import importlib
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,12 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from placement_client.models import AllocationRequest, ProviderSummary, ResourceUsage
+from scheduler import conf as scheduler_conf
+from scheduler.conf import filter_scheduler as filter_scheduler_group
+from scheduler.conf import metrics as metrics_group
+from scheduler.conf import scheduler as scheduler_group
+from scheduler.conf import service as service_group
+from scheduler.conf import workarounds as workarounds_group
 from scheduler.context import RequestContext
 from scheduler.host_state import HostRecord, HostState
 from scheduler.manager import SchedulerManager
@@ -236,66 +241,44 @@ def chosen_host(scheduler: Any, spec: RequestSpec | None = None) -> str:
 
 
 # -- configuration -----------------------------------------------------------------------------
-# Options this test support needs; registered only where the service's own
-# conf modules (written separately) have not registered them already.
-_FALLBACK_OPTS: dict[str | None, list[cfg.Opt]] = {
-    'filter_scheduler': [
-        cfg.ListOpt('enabled_filters', default=[
-            'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
-            'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter']),
-        cfg.ListOpt('weight_classes', default=['nova.scheduler.weights.all_weighers']),
-        cfg.FloatOpt('ram_weight_multiplier', default=1.0),
-        cfg.FloatOpt('cpu_weight_multiplier', default=1.0),
-        cfg.FloatOpt('disk_weight_multiplier', default=1.0),
-        cfg.IntOpt('host_subset_size', default=1, min=1),
-        cfg.BoolOpt('shuffle_best_same_weighed_hosts', default=False),
-    ],
-    None: [cfg.IntOpt('service_down_time', default=60)],
-}
-
-
-def _register_service_opts(conf: cfg.ConfigOpts) -> None:
-    for module_name in ('scheduler.conf.filter_scheduler', 'scheduler.conf.service',
-                        'scheduler.conf.scheduler', 'scheduler.conf.metrics',
-                        'scheduler.conf.workarounds'):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        register = getattr(module, 'register_opts', None)
-        if register is not None:
-            register(conf)
-
-
 def make_conf(*, filter_scheduler: Mapping[str, Any] | None = None,
               default: Mapping[str, Any] | None = None,
               scheduler: Mapping[str, Any] | None = None,
               metrics: Mapping[str, Any] | None = None,
-              workarounds: Mapping[str, Any] | None = None) -> cfg.ConfigOpts:
-    """A fresh ConfigOpts with the scheduler's options, overridden as given."""
+              workarounds: Mapping[str, Any] | None = None,
+              **options: Any) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with the options filters, weighers and the manager read
+    ([DEFAULT], [scheduler], [filter_scheduler], [metrics], [workarounds]), overridden per
+    group (``scheduler={'max_attempts': 1}``) or by dotted name (see ``override``).
+    Cheap enough for every test; ``service_conf`` has all the service's options."""
     conf = cfg.ConfigOpts()
-    # A fresh group first: registering a module-level OptGroup object makes
-    # ConfigOpts share its option table (overrides included) with every other
-    # ConfigOpts that registered the same object, so overrides would leak
-    # between tests.
-    conf.register_group(cfg.OptGroup('filter_scheduler'))
-    _register_service_opts(conf)
-    for group, opts in _FALLBACK_OPTS.items():
-        for opt in opts:
-            try:
-                conf.register_opt(opt, group=group)
-            except cfg.DuplicateOptError:
-                pass  # the service's own definition wins
-    for name, value in (filter_scheduler or {}).items():
-        conf.set_override(name, value, group='filter_scheduler')
-    for name, value in (default or {}).items():
-        conf.set_override(name, value)
-    for name, value in (scheduler or {}).items():
-        conf.set_override(name, value, group='scheduler')
-    for name, value in (metrics or {}).items():
-        conf.set_override(name, value, group='metrics')
-    for name, value in (workarounds or {}).items():
-        conf.set_override(name, value, group='workarounds')
+    for group_conf in (service_group, scheduler_group, filter_scheduler_group, metrics_group,
+                       workarounds_group):
+        group_conf.register_opts(conf)
+    for group, values in (('filter_scheduler', filter_scheduler), (None, default),
+                          ('scheduler', scheduler), ('metrics', metrics),
+                          ('workarounds', workarounds)):
+        for name, value in (values or {}).items():
+            conf.set_override(name, value, group=group)
+    return override(conf, **options)
+
+
+def service_conf(**options: Any) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with every option the service registers (oslo.messaging's and
+    oslo.log's included), parsed as the service parses it but with no config file and no
+    environment, overridden by dotted name (see ``override``)."""
+    conf = cfg.ConfigOpts()
+    scheduler_conf.register_opts(conf)
+    conf([], project=scheduler_conf.PROJECT, default_config_files=[], default_config_dirs=[],
+         use_env=False)
+    return override(conf, **options)
+
+
+def override(conf: cfg.ConfigOpts, **options: Any) -> cfg.ConfigOpts:
+    """Set options named ``group.option`` (``option`` alone for [DEFAULT]), e.g.
+    ``**{'oslo_messaging_notifications.driver': ['noop']}`` or ``host='sched-1'``;
+    returns ``conf``."""
+    for name, value in options.items():
+        group, _, opt = name.rpartition('.')
+        conf.set_override(opt, value, group=group or None)
     return conf

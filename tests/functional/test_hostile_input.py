@@ -31,7 +31,7 @@ from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
 from tests.builders import CONTEXT, SERVICE_CELL, boot_spec
 from tests.fixtures.placement import make_placement_conf
-from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, conf_for, rabbit_answers
 from tests.functional.cloud import add_host, consumers_with_allocations
 
 MAX_INSTANCES = 4
@@ -59,13 +59,13 @@ def served(request, embedded_placement) -> Iterator[Served]:
     placement = PlacementClient.from_conf(make_placement_conf(embedded_placement.url))
     hosts = [add_host(placement, f'cn{i}') for i in range(2)]
     topic = f'scheduler-hostile-{uuid.uuid4().hex[:8]}'
-    conf = make_conf(embedded_placement.url,
-                     'fake://' if request.param == 'fake' else RABBIT_URL, **{
-                         'scheduler.rpc_topic': topic,
-                         'scheduler.max_instances_per_request': MAX_INSTANCES,
-                         'scheduler.max_string_length': MAX_STRING,
-                         'scheduler.max_extra_specs': MAX_EXTRA_SPECS,
-                         'scheduler.max_nesting_depth': MAX_DEPTH})
+    conf = conf_for(embedded_placement.url,
+                    'fake://' if request.param == 'fake' else RABBIT_URL, **{
+                        'scheduler.rpc_topic': topic,
+                        'scheduler.max_instances_per_request': MAX_INSTANCES,
+                        'scheduler.max_string_length': MAX_STRING,
+                        'scheduler.max_extra_specs': MAX_EXTRA_SPECS,
+                        'scheduler.max_nesting_depth': MAX_DEPTH})
     transport = get_transport(conf)
     service = SchedulerService(conf, transport=transport,
                                catalog=HostCatalog(default_cell_uuid=SERVICE_CELL))

@@ -26,7 +26,7 @@ from scheduler.cmd import manage
 from scheduler.cmd.manage_status import FAILURE, OK, SKIPPED, WARNING, exit_code, run_checks
 from tests.builders import SERVICE_CELL
 from tests.fixtures.placement import make_placement_conf
-from tests.fixtures.service import RABBIT_URL, make_conf, rabbit_answers
+from tests.fixtures.service import RABBIT_URL, conf_for, rabbit_answers
 from tests.functional.cloud import add_host
 
 NAMES = ['config', 'placement', 'credentials', 'catalog', 'broker', 'workers']
@@ -213,9 +213,9 @@ def _require_rabbit() -> None:
 
 def test_a_topic_nobody_consumes_fails_the_status(placement):
     _require_rabbit()
-    conf = make_conf(placement.url, RABBIT_URL,
-                     **{'scheduler.rpc_topic': f'status-none-{uuid.uuid4().hex[:8]}',
-                        'scheduler.workers': 1})
+    conf = conf_for(placement.url, RABBIT_URL,
+                    **{'scheduler.rpc_topic': f'status-none-{uuid.uuid4().hex[:8]}',
+                       'scheduler.workers': 1})
 
     checks = _by_name(run_checks(conf, timeout=1))
 
@@ -228,8 +228,8 @@ def test_a_topic_nobody_consumes_fails_the_status(placement):
 def test_a_consumer_that_never_answers_is_a_warning(placement):
     _require_rabbit()
     topic = f'status-hung-{uuid.uuid4().hex[:8]}'
-    conf = make_conf(placement.url, RABBIT_URL,
-                     **{'scheduler.rpc_topic': topic, 'scheduler.workers': 1})
+    conf = conf_for(placement.url, RABBIT_URL,
+                    **{'scheduler.rpc_topic': topic, 'scheduler.workers': 1})
     from scheduler.rpc.transport import get_transport
     from scheduler.service import SchedulerService
 
@@ -260,8 +260,8 @@ def test_an_unreachable_broker_fails_the_status_without_hanging(placement):
     with socket.socket() as probe:   # a port nothing listens on once closed
         probe.bind(('127.0.0.1', 0))
         port = probe.getsockname()[1]
-    conf = make_conf(placement.url, f'rabbit://guest:secret-pw@127.0.0.1:{port}/',
-                     **{'scheduler.workers': 1})
+    conf = conf_for(placement.url, f'rabbit://guest:secret-pw@127.0.0.1:{port}/',
+                    **{'scheduler.workers': 1})
 
     checks = _by_name(run_checks(conf, timeout=1))
 

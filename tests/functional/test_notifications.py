@@ -20,7 +20,7 @@ from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from scheduler.service import SchedulerService
 from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids, select
-from tests.fixtures.service import make_conf
+from tests.fixtures.service import conf_for
 from tests.functional.cloud import add_host
 
 
@@ -44,7 +44,7 @@ def notified_scheduler(placement, transport_url):
     suffix = uuid.uuid4().hex[:8]
     legacy_topic, versioned_topic = f'notifications-{suffix}', f'versioned-{suffix}'
     topic = f'scheduler-test-{suffix}'
-    conf = make_conf(placement.url, transport_url, **{
+    conf = conf_for(placement.url, transport_url, **{
         'scheduler.rpc_topic': topic,
         'oslo_messaging_notifications.driver': ['messaging'],
         'oslo_messaging_notifications.topics': [legacy_topic],

@@ -24,7 +24,7 @@ from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids
 from tests.fixtures import fault_proxy as fp
 from tests.fixtures import rabbit_node
 from tests.fixtures.processes import wait_for
-from tests.fixtures.service import REQUIRE_RABBIT, make_conf
+from tests.fixtures.service import REQUIRE_RABBIT, conf_for
 from tests.functional.cloud import add_host
 
 pytestmark = pytest.mark.rabbit
@@ -59,7 +59,7 @@ def test_a_broker_restart_fails_the_call_in_flight_cleanly_and_the_service_serve
     host = add_host(placement_client, 'cn0')
     proxy = fp.FaultProxy(placement.url).start()
     topic = f'scheduler-restart-{uuid.uuid4().hex[:8]}'
-    conf = make_conf(proxy.url, private_rabbit.url, **{
+    conf = conf_for(proxy.url, private_rabbit.url, **{
         'scheduler.rpc_topic': topic,
         # Reconnect attempts every 1-2 s instead of backing off to 30 s.
         'oslo_messaging_rabbit.rabbit_interval_max': 2})

@@ -50,7 +50,7 @@ from tests.fixtures.invariants import (
 from tests.fixtures.placement import make_placement_conf
 from tests.fixtures.postgres_placement import PostgresPlacement, require_or_skip
 from tests.fixtures.processes import ServiceProcess, wait_for, write_config
-from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, conf_for, rabbit_answers
 
 pytestmark = pytest.mark.rabbit
 
@@ -132,7 +132,7 @@ def fleet(postgres_placement: PostgresPlacement, rabbit: str, tmp_path_factory):
             processes.append(ServiceProcess(config))
         for process in processes:
             wait_for(lambda p=process: _serving(p), f'{process.log.name} to serve', timeout=90)
-        transport = get_transport(make_conf(postgres_placement.url, rabbit))
+        transport = get_transport(conf_for(postgres_placement.url, rabbit))
         yield Fleet(topic, processes, transport)
         transport.cleanup()
     finally:

@@ -39,7 +39,7 @@ from scheduler.service import SchedulerService
 from tests.builders import CONTEXT, SERVICE_CELL, boot_spec, new_uuids
 from tests.fixtures.fake_keystone import FakeKeystone
 from tests.fixtures.processes import wait_for
-from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, conf_for, rabbit_answers
 from tests.functional.cloud import add_host
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -144,7 +144,7 @@ def test_a_full_request_at_debug_logs_no_token_password_or_credential(
             [sys.executable, '-m', 'scheduler.cmd.service', '--config-file', str(config)],
             cwd=REPO, env={**os.environ, 'PYTHONPATH': str(REPO)}, stdout=log,
             stderr=subprocess.STDOUT)
-    transport = get_transport(make_conf(placement.url, RABBIT_URL))
+    transport = get_transport(conf_for(placement.url, RABBIT_URL))
     client = SchedulerClient(transport, topic=topic, timeout=20)
     # A ping sent before the service has declared its queue is lost: ask often, briefly.
     pinger = SchedulerClient(transport, topic=topic, timeout=2)

@@ -20,7 +20,7 @@ from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from tests.builders import CONTEXT, boot_spec, new_uuids
 from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config
-from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, make_conf, rabbit_answers
+from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, conf_for, rabbit_answers
 from tests.functional.cloud import add_host
 
 
@@ -44,7 +44,7 @@ def service_process(tmp_path, placement, rabbit_url):
                               transport_url=rabbit_url, topic=topic, workers=workers)
         process = ServiceProcess(config, env)
         started.append(process)
-        conf = make_conf(placement.url, rabbit_url)
+        conf = conf_for(placement.url, rabbit_url)
         transport = get_transport(conf)
         client = SchedulerClient(transport, topic=topic, timeout=20)
         # A ping sent before the worker's queue exists is lost: ask often, briefly.

@@ -10,9 +10,7 @@ import logging
 
 import oslo_messaging as messaging
 import pytest
-from oslo_config import cfg
 
-from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
 from scheduler import notifications
 from scheduler.catalog import HostCatalog
@@ -28,25 +26,13 @@ from scheduler.objects.spec import (
     RequestSpec,
 )
 from scheduler.rpc.endpoint import SchedulerEndpoint
-from tests.builders import CELL
+from tests.builders import CELL, service_conf
 from tests.fixtures import wire_samples
 from tests.unit.test_endpoint import RecordingManager
 
 CELL_SECRET_URL = 'rabbit://cell1:cell-password@cell1-rabbit:5672/'
 CELL_SECRET_DB = 'mysql+pymysql://nova:db-password@cell1-db/nova_cell1'
 TOKEN = 'gAAAAA-user-token'
-
-
-def make_conf(**overrides) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    scheduler_conf.register_opts(conf)
-    conf([], project='scheduler', default_config_files=[], default_config_dirs=[],
-         use_env=False)
-    conf.set_override('host', 'sched-1')
-    for name, value in overrides.items():
-        group, _, opt = name.rpartition('.')
-        conf.set_override(opt, value, group=group or None)
-    return conf
 
 
 def spec_with_everything() -> RequestSpec:
@@ -128,9 +114,9 @@ def test_the_redacted_copy_of_a_context_keeps_the_ids_and_drops_the_token():
 
 
 def test_without_a_driver_there_is_no_notifier():
-    assert notifications.from_conf(make_conf()) is None
+    assert notifications.from_conf(service_conf()) is None
     assert notifications.from_conf(
-        make_conf(**{'oslo_messaging_notifications.driver': ['noop']})) is None
+        service_conf(**{'oslo_messaging_notifications.driver': ['noop']})) is None
 
 
 @pytest.mark.parametrize('fmt,expected', [
@@ -139,8 +125,8 @@ def test_without_a_driver_there_is_no_notifier():
     ('both', ['scheduler.sched-1', 'nova-scheduler:sched-1']),
 ])
 def test_the_format_option_chooses_which_notifications_are_sent(fmt, expected):
-    conf = make_conf(**{'oslo_messaging_notifications.driver': ['test'],
-                        'notifications.notification_format': fmt})
+    conf = service_conf(host='sched-1', **{'oslo_messaging_notifications.driver': ['test'],
+                                           'notifications.notification_format': fmt})
     transport = messaging.get_notification_transport(conf, url='fake://')
     notifier = notifications.from_conf(conf, transport)
     assert notifier is not None and notifier.enabled
@@ -159,7 +145,7 @@ def test_the_format_option_chooses_which_notifications_are_sent(fmt, expected):
 
 def test_a_notification_that_cannot_be_built_is_logged_and_never_raised(caplog,
                                                                         monkeypatch):
-    conf = make_conf(**{'oslo_messaging_notifications.driver': ['test']})
+    conf = service_conf(host='sched-1', **{'oslo_messaging_notifications.driver': ['test']})
     transport = messaging.get_notification_transport(conf, url='fake://')
     notifier = notifications.from_conf(conf, transport)
 
