@@ -5,7 +5,6 @@ import logging
 
 import pytest
 
-from scheduler.conf import metrics as metrics_conf
 from scheduler.filters.metrics import MetricsFilter
 from tests.builders import make_conf, make_host, make_spec
 
@@ -13,11 +12,8 @@ LOGGER = 'scheduler.filters.metrics'
 
 
 def metrics_filter(weight_setting):
-    conf = make_conf()
-    metrics_conf.register_opts(conf)
-    conf.set_override('weight_setting', list(weight_setting), group='metrics')
     f = MetricsFilter()
-    f.conf = conf
+    f.conf = make_conf(metrics={'weight_setting': list(weight_setting)})
     return f
 
 

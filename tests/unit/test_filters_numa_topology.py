@@ -12,7 +12,6 @@ import logging
 import pytest
 
 from placement_client.models import AllocationRequest
-from scheduler.conf import pci as pci_conf
 from scheduler.filters.handler import SKIPPED_ON_REBUILD, apply_filters
 from scheduler.filters.numa_topology import NO_TOPOLOGY, NUMATopologyFilter
 from scheduler.objects.numa import parse_host_numa_topology
@@ -41,11 +40,8 @@ TWO_CELLS = topology(cell(0, cpus='0-3', pcpus='4-7', siblings=[[4, 5], [6, 7]])
 
 
 def numa_filter(aliases=()):
-    conf = make_conf()
-    pci_conf.register_opts(conf)
-    conf.set_override('alias', [json.dumps(a) for a in aliases], group='pci')
     f = NUMATopologyFilter()
-    f.conf = conf
+    f.conf = make_conf(pci={'alias': [json.dumps(a) for a in aliases]})
     return f
 
 

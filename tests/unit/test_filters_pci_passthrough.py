@@ -8,7 +8,6 @@ import logging
 import pytest
 
 from placement_client.models import AllocationRequest
-from scheduler.conf import pci as pci_conf
 from scheduler.exceptions import ConfigurationError
 from scheduler.filters.pci_fit import NO_POOLS, NumaCells, fit_requests
 from scheduler.filters.pci_passthrough import PciPassthroughFilter
@@ -43,11 +42,8 @@ def spec_with(*requests, extra_specs=None):
 
 
 def pci_filter(aliases=()):
-    conf = make_conf()
-    pci_conf.register_opts(conf)
-    conf.set_override('alias', [json.dumps(a) for a in aliases], group='pci')
     f = PciPassthroughFilter()
-    f.conf = conf
+    f.conf = make_conf(pci={'alias': [json.dumps(a) for a in aliases]})
     return f
 
 

@@ -16,15 +16,9 @@ from scheduler.filters.workload import (
     NumInstancesFilter,
 )
 from scheduler.host_state import build_host_states
-from tests.builders import make_aggregate, make_conf, make_host, make_spec, uuid_for
+from tests.builders import configured, make_aggregate, make_host, make_spec, uuid_for
 
 LOGGER = 'scheduler.filters.workload'
-
-
-def made(filter_cls, **options):
-    f = filter_cls()
-    f.conf = make_conf(filter_scheduler=options)
-    return f
 
 
 def aggregates(*limits: tuple[str, str]):
@@ -88,7 +82,7 @@ def test_workload_filters(filter_cls, options, stats, aggs, instances, reason):
     host = make_host('cn1', stats=stats, aggregates=aggs,
                      instances=[uuid_for(f'vm{i}') for i in range(instances)])
 
-    result = made(filter_cls, **options).filter_result(host, make_spec())
+    result = configured(filter_cls, **options).filter_result(host, make_spec())
 
     assert (result.passed, result.reason) == (reason is None, reason)
 
@@ -96,7 +90,7 @@ def test_workload_filters(filter_cls, options, stats, aggs, instances, reason):
 @pytest.mark.parametrize('filter_cls,option', [(IoOpsFilter, IO), (NumInstancesFilter, NUM)])
 def test_every_instance_placed_by_the_request_counts_for_the_next_one(filter_cls, option):
     host = make_host('cn1', stats={'io_workload': '0', 'num_instances': '0'})
-    f = made(filter_cls, **{option: 2})
+    f = configured(filter_cls, **{option: 2})
     spec = make_spec()
     verdicts = []
     for index in range(3):
@@ -115,7 +109,7 @@ def test_the_workload_filters_run_for_every_instance_and_not_on_rebuild():
 # ---------------------------------------------------------------- data the catalog lacks
 
 def test_a_host_without_io_statistics_passes_with_one_warning_per_host(caplog):
-    f = made(IoOpsFilter, max_io_ops_per_host=8)
+    f = configured(IoOpsFilter, max_io_ops_per_host=8)
     hosts = [make_host('cn1'), make_host('cn2'), make_host('cn3', stats={'io_workload': '0'})]
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
@@ -130,7 +124,7 @@ def test_a_host_without_io_statistics_passes_with_one_warning_per_host(caplog):
 
 def test_a_host_without_io_statistics_still_fails_once_the_request_reaches_the_limit():
     host = make_host('cn1')
-    f = made(IoOpsFilter, max_io_ops_per_host=1)
+    f = configured(IoOpsFilter, max_io_ops_per_host=1)
     host.consume(host.allocation_candidates[0], uuid_for('new'))
 
     assert f.filter_result(host, make_spec()).reason == (
@@ -140,7 +134,7 @@ def test_a_host_without_io_statistics_still_fails_once_the_request_reaches_the_l
 def test_a_host_nothing_counts_instances_for_passes_with_one_warning(caplog):
     host = make_host('cn1')
     host.instance_info_known = False
-    f = made(NumInstancesFilter, max_instances_per_host=5)
+    f = configured(NumInstancesFilter, max_instances_per_host=5)
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert f.filter_result(host, make_spec()).passed
@@ -158,7 +152,7 @@ def test_either_source_of_the_instance_count_is_enough_to_judge_without_warning(
     host.instance_info_known = known
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        made(NumInstancesFilter).filter_result(host, make_spec())
+        configured(NumInstancesFilter).filter_result(host, make_spec())
 
     assert caplog.records == []
 
@@ -167,7 +161,7 @@ def test_an_unparsable_aggregate_limit_is_reported_once_not_per_host(caplog):
     agg = make_aggregate('bad', metadata={NUM: 'lots'})
     hosts = [make_host(f'cn{i}', aggregates=[agg], stats={'num_instances': '0'})
              for i in range(3)]
-    f = made(AggregateNumInstancesFilter)
+    f = configured(AggregateNumInstancesFilter)
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         apply_filters([f], hosts, make_spec(), instance_index=0)

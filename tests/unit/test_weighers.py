@@ -16,13 +16,7 @@ from scheduler.weights.base import (
 from scheduler.weights.cpu import CPUWeigher
 from scheduler.weights.disk import DiskWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_aggregate, make_conf, make_host, make_spec
-
-
-def configured(weigher_cls, **filter_scheduler):
-    weigher = weigher_cls()
-    weigher.conf = make_conf(filter_scheduler=filter_scheduler)
-    return weigher
+from tests.builders import configured, make_aggregate, make_host, make_spec
 
 
 def order(weighed):

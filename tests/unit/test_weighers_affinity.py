@@ -18,17 +18,20 @@ from scheduler.weights.affinity import (
 )
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import CELL, PROJECT, USER, make_aggregate, make_conf, make_host, make_spec
+from tests.builders import (
+    CELL,
+    PROJECT,
+    USER,
+    configured,
+    make_aggregate,
+    make_conf,
+    make_host,
+    make_spec,
+)
 from tests.unit.fake_placement import FakePlacement
 
 M1, M2, M3, M4 = (f'6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e000{i}' for i in range(1, 5))
 STRANGER = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e0f00'
-
-
-def configured(weigher_cls, **filter_scheduler):
-    weigher = weigher_cls()
-    weigher.conf = make_conf(filter_scheduler=filter_scheduler)
-    return weigher
 
 
 def group(policy, members=(M1, M2, M3, M4), *, legacy=False):

@@ -7,16 +7,10 @@ from scheduler.objects.spec import CellMapping, Destination
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.cross_cell import CrossCellWeigher
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_aggregate, make_conf, make_host, make_spec
+from tests.builders import configured, make_aggregate, make_host, make_spec
 
 SOURCE = '00000000-0000-4000-8000-0000000000c1'
 OTHER = '00000000-0000-4000-8000-0000000000c2'
-
-
-def configured(weigher_cls, **filter_scheduler):
-    weigher = weigher_cls()
-    weigher.conf = make_conf(filter_scheduler=filter_scheduler)
-    return weigher
 
 
 def move(*, cross_cell: bool = True, cell: str | None = SOURCE):

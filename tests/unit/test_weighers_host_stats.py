@@ -10,13 +10,7 @@ from scheduler.weights.compute import BuildFailureWeigher
 from scheduler.weights.hypervisor_version import HypervisorVersionWeigher
 from scheduler.weights.io_ops import IoOpsWeigher
 from scheduler.weights.num_instances import NumInstancesWeigher
-from tests.builders import make_aggregate, make_conf, make_host, make_spec
-
-
-def configured(weigher_cls, **filter_scheduler):
-    weigher = weigher_cls()
-    weigher.conf = make_conf(filter_scheduler=filter_scheduler)
-    return weigher
+from tests.builders import configured, make_aggregate, make_host, make_spec
 
 
 def order(weighed):

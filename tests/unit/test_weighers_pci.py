@@ -12,13 +12,7 @@ from scheduler.objects.pci import parse_pci_pools
 from scheduler.weights.base import weigh_hosts
 from scheduler.weights.pci import MAX_DEVS, PCIWeigher, free_pci_devices
 from scheduler.weights.ram import RAMWeigher
-from tests.builders import make_aggregate, make_conf, make_host, make_spec
-
-
-def configured(weigher_cls, **filter_scheduler):
-    weigher = weigher_cls()
-    weigher.conf = make_conf(filter_scheduler=filter_scheduler)
-    return weigher
+from tests.builders import configured, make_aggregate, make_conf, make_host, make_spec
 
 
 def with_pools(name, *counts, **host_fields):
