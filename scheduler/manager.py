@@ -33,10 +33,8 @@ from typing import TypeVar, overload
 from oslo_config import cfg
 
 from placement_client.api import PlacementAPI
-from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
-from scheduler import explain, group_claims
-from scheduler.candidate_reuse import CandidateReuse
+from scheduler import explain
 from scheduler.catalog.resolver import HostResolver
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
@@ -47,10 +45,13 @@ from scheduler.memory import DeferredRelease, paused_gc
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline import answer
+from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline import request_filters as request_filters_stage
+from scheduler.pipeline.candidate_reuse import CandidateReuse
 from scheduler.pipeline.claim import Claiming
 from scheduler.pipeline.decide import Decision, Ranking, decide
 from scheduler.pipeline.failures import failure_reason, plugin_failure
+from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.hosts import HostBuilder
 from scheduler.pipeline.placement_query import PlacementQuery
 from scheduler.request.filters import AggregateSource, RequestFilter
@@ -90,7 +91,7 @@ class SchedulerManager:
         self.reuse = CandidateReuse(conf.scheduler.candidates_reuse_window)
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
-        self.group_check = group_claims.GroupClaimCheck(placement, self.cleanups)
+        self.group_check = GroupClaimCheck(placement, self.cleanups)
 
         # The stages.
         self.query = PlacementQuery(conf, placement, catalog, self.reuse)

@@ -17,10 +17,10 @@ from scheduler.catalog.cell_db import cell_db_sync_from_conf
 from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
-from scheduler.claims import PendingCleanups
 from scheduler.conf.placement import load_client
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
+from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.request.filters import load_request_filters
 from scheduler.request.routed_networks import RoutedNetworkSources
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint

@@ -11,7 +11,7 @@ from scheduler.host_state import HostState
 from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.claim import Placed
-from scheduler.selection import first_fitting, pick_alternates
+from scheduler.pipeline.ordering import first_fitting, pick_alternates
 
 #: (spec, hosts, instance index, its trace) -> the hosts in order (Ranking.sorted_hosts)
 SortHosts = Callable[[RequestSpec, Sequence[HostState], int, InstanceAttempt],

@@ -3,9 +3,9 @@
 The ordered hosts are walked in turn; a host none of whose candidates still
 fits (earlier instances of the request used it) is skipped; up to
 ``[scheduler] max_claim_candidates_per_host`` of its candidates are tried with a
-``PUT /allocations`` each (:mod:`scheduler.claims`: retries, moves, lost answers).
+``PUT /allocations`` each (:mod:`scheduler.pipeline.claimer`: retries, moves, lost answers).
 A claim that makes an anti-affinity group share a host is undone and the next
-host tried (:mod:`scheduler.group_claims`). Without instance uuids nothing is
+host tried (:mod:`scheduler.pipeline.group_check`). Without instance uuids nothing is
 claimed: the first fitting candidate is the answer.
 
 Undoing is here too (:meth:`Claiming.rollback`); when to undo is the manager's
@@ -22,14 +22,19 @@ from oslo_config import cfg
 from placement_client import exceptions as pexc
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest, ConsumerAllocations
-from scheduler import claims as claims_mod
 from scheduler import exceptions as exc
-from scheduler import group_claims
 from scheduler.context import RequestContext
 from scheduler.explain import InstanceAttempt
 from scheduler.host_state import HostState
 from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.failures import log_placement_failure, placement_failure, short
+from scheduler.pipeline.group_check import (
+    CHECK_FAILED_REASON,
+    GroupCheckFailed,
+    GroupClaimCheck,
+    GroupRaceLost,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -46,7 +51,7 @@ class Placed:
 class Claiming:
     def __init__(self, conf: cfg.ConfigOpts, claimer: claims_mod.Claimer,
                  cleanups: claims_mod.PendingCleanups,
-                 group_check: group_claims.GroupClaimCheck):
+                 group_check: GroupClaimCheck):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
@@ -98,13 +103,13 @@ class Claiming:
                     self.group_check.after_claim(spec, made, host=host.host,
                                                  providers=host.tree_providers,
                                                  request_id=context.global_id)
-                except group_claims.GroupRaceLost as e:
+                except GroupRaceLost as e:
                     attempt.claim_failures[e.reason] += 1
                     known = None  # the undo changed the consumer; the next claim re-learns it
                     break  # a sibling of the group holds this host: try the next host
-                except group_claims.GroupCheckFailed as e:
+                except GroupCheckFailed as e:
                     LOG.warning('request %s: %s', context.request_id, e)
-                    raise exc.NoValidHost(reason=group_claims.CHECK_FAILED_REASON) from e
+                    raise exc.NoValidHost(reason=CHECK_FAILED_REASON) from e
                 attempt.claimed_host = host.host
                 return Placed(instance_uuid, host, alloc_req, made)
         return None

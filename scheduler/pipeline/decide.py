@@ -22,8 +22,8 @@ from scheduler.host_state import HostState
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.claim import Placed, consume
 from scheduler.pipeline.filtering import filter_hosts
+from scheduler.pipeline.ordering import order_hosts
 from scheduler.pipeline.weighing import weigh
-from scheduler.selection import order_hosts
 from scheduler.weights.base import BaseHostWeigher
 
 #: (spec, hosts in order, instance uuid, the trace of this instance) -> the host it gets

@@ -33,8 +33,8 @@ from scheduler.pipeline.failures import (
     placement_failure,
     short,
 )
+from scheduler.pipeline.ordering import prefilter_hosts
 from scheduler.request.node_details import uses_compute_node_details
-from scheduler.selection import prefilter_hosts
 
 LOG = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The requested (or forced) destination becomes ``in_tree``; the spec is
 translated into ``GET /allocation_candidates`` (:mod:`scheduler.request.translate`);
 an answer fetched a moment ago for the same query may be reused
-(:mod:`scheduler.candidate_reuse`); Nova's PCPU fallback asks once more with
+(:mod:`scheduler.pipeline.candidate_reuse`); Nova's PCPU fallback asks once more with
 VCPU and merges the answers. An empty answer, or one Placement refused, is a
 NoValidHost whose reason says which.
 """
@@ -19,11 +19,11 @@ from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
 from scheduler import exceptions as exc
 from scheduler import metrics
-from scheduler.candidate_reuse import CandidateReuse
 from scheduler.context import RequestContext
 from scheduler.explain import RequestTrace
 from scheduler.host_state import HostData
 from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline.candidate_reuse import CandidateReuse
 from scheduler.pipeline.failures import (
     UUID_RE,
     failure_reason,

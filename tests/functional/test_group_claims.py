@@ -12,8 +12,8 @@ import pytest
 
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest
-from scheduler.claims import Claim, Claimer, PendingCleanups
-from scheduler.group_claims import GroupCheckFailed, GroupClaimCheck, GroupRaceLost
+from scheduler.pipeline.claimer import Claim, Claimer, PendingCleanups
+from scheduler.pipeline.group_check import GroupCheckFailed, GroupClaimCheck, GroupRaceLost
 from tests.builders import PROJECT, USER, boot_spec
 from tests.functional.cloud import add_host
 

@@ -14,7 +14,7 @@ What must hold, whatever the interleaving:
 Anti-affinity across concurrent requests is not something Placement can
 arbitrate (it knows nothing of server groups); the last test measures it and
 holds the service to it once the after-claim group check
-(``scheduler/group_claims.py``) is wired into the manager.
+(``scheduler/pipeline/group_check.py``) is wired into the manager.
 
 Run with ``-s`` to see the numbers each test observed.
 """
@@ -351,5 +351,5 @@ def test_concurrent_members_of_an_anti_affinity_group_never_share_a_host(
     assert [(o.instances, o.error) for o in outcomes if o.error] == []
     assert audit.clean, audit
     # Placement alone lets concurrent members share hosts (11-12 of 12 did, measured
-    # without scheduler/group_claims.py); the after-claim check must prevent it.
+    # without scheduler/pipeline/group_check.py); the after-claim check must prevent it.
     assert violations == {}

@@ -6,8 +6,8 @@ import random
 import pytest
 
 from scheduler.catalog import HostCatalog
-from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
+from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.weights.ram import RAMWeigher
 from tests.builders import CELL, make_conf
 from tests.unit.fake_placement import FakePlacement

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from placement_client.models import AllocationRequest, Candidates, ProviderSummary, ResourceUsage
-from scheduler.candidate_reuse import CandidateReuse
 from scheduler.catalog import HostCatalog
 from scheduler.host_table import HostTable
+from scheduler.pipeline.candidate_reuse import CandidateReuse
 from tests.builders import CELL, uuid_for
 
 CN1, CN2 = uuid_for('cn1'), uuid_for('cn2')

@@ -15,7 +15,7 @@ import pytest
 
 from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, ConsumerAllocations
-from scheduler.claims import Claim, Claimer, PendingCleanups, alongside, undo_claim
+from scheduler.pipeline.claimer import Claim, Claimer, PendingCleanups, alongside, undo_claim
 from tests.builders import PROJECT, USER
 from tests.unit.fake_placement import FakePlacement
 
@@ -120,7 +120,7 @@ def test_a_restore_placement_refuses_for_good_is_logged_and_dropped(fake, caplog
     made = move_claim(fake)
     fake.script('put_allocations', pexc.CapacityExceeded('no room', status=409))
 
-    with caplog.at_level(logging.ERROR, logger='scheduler.claims'):
+    with caplog.at_level(logging.ERROR, logger='scheduler.pipeline.claimer'):
         undo_claim(fake, made, request_id=None, verify=False)
 
     assert fake.holdings() == {INSTANCE: {SOURCE: ASK, DEST: ASK}}

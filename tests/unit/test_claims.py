@@ -14,7 +14,7 @@ import pytest
 
 from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, ConsumerAllocations
-from scheduler.claims import Claimer, ClaimFailed, PendingCleanups
+from scheduler.pipeline.claimer import Claimer, ClaimFailed, PendingCleanups
 from tests.builders import PROJECT, USER
 from tests.unit.fake_placement import FakePlacement, provider_conflict, unavailable
 

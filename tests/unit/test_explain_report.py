@@ -10,12 +10,12 @@ import pytest
 
 from scheduler import explain
 from scheduler.catalog import HostCatalog
-from scheduler.claims import PendingCleanups
 from scheduler.cmd import manage_explain
 from scheduler.cmd.manage import build_parser
 from scheduler.context import RequestContext
 from scheduler.filters.base import BaseHostFilter, FilterResult
 from scheduler.manager import SchedulerManager
+from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.weights.base import BaseHostWeigher
 from scheduler.weights.ram import RAMWeigher
 from tests.builders import CELL, make_conf, make_spec

@@ -1,10 +1,10 @@
-"""Pure parts of the after-claim anti-affinity check (scheduler/group_claims.py)."""
+"""Pure parts of the after-claim anti-affinity check (scheduler/pipeline/group_check.py)."""
 from __future__ import annotations
 
 import pytest
 
-from scheduler.group_claims import enforced_group, may_wait, siblings_on_host
 from scheduler.objects.spec import InstanceGroup, RequestSpec
+from scheduler.pipeline.group_check import enforced_group, may_wait, siblings_on_host
 
 
 def test_siblings_are_other_members_found_on_any_provider_of_the_host():

@@ -29,7 +29,7 @@ from scheduler.filters.handler import apply_filters
 from scheduler.host_state import SHARING_TRAIT, HostRecord, build_host_states
 from scheduler.host_table import HostTable, HostView, top_positions
 from scheduler.objects.spec import Aggregate, Flavor, ImageMeta, ImageMetaProps, InstanceGroup
-from scheduler.selection import first_fitting, order_hosts
+from scheduler.pipeline.ordering import first_fitting, order_hosts
 from scheduler.weights.base import BaseHostWeigher, weigh_hosts
 from tests.builders import CELL, make_conf, make_spec, uuid_for
 

@@ -8,10 +8,10 @@ import uuid as uuidlib
 import pytest
 
 from scheduler.catalog import HostCatalog
-from scheduler.claims import PendingCleanups
 from scheduler.context import RequestContext
 from scheduler.manager import SchedulerManager
 from scheduler.objects.spec import InstanceGroup
+from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.weights.affinity import (
     ServerGroupSoftAffinityWeigher,
     ServerGroupSoftAntiAffinityWeigher,

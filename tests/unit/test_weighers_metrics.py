@@ -11,8 +11,8 @@ import pytest
 from scheduler import exceptions as exc
 from scheduler import plugins
 from scheduler.catalog import HostCatalog
-from scheduler.claims import PendingCleanups
 from scheduler.manager import SchedulerManager
+from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.weights.base import Exclusion, weigh_hosts
 from scheduler.weights.metrics import MetricsWeigher
 from scheduler.weights.ram import RAMWeigher

@@ -11,7 +11,7 @@ from scheduler.catalog.hosts_file import HostsFileContent
 from scheduler.host_state import HostRecord
 from scheduler.host_table import HostTable, WeighedHost
 from scheduler.objects.spec import CellMapping, Destination
-from scheduler.selection import first_fitting, order_hosts, pick_alternates, prefilter_hosts
+from scheduler.pipeline.ordering import first_fitting, order_hosts, pick_alternates, prefilter_hosts
 from tests.builders import CELL_UUID, make_host, make_spec, uuid_for
 
 OTHER_CELL = '00000000-0000-4000-8000-0000000000c2'

@@ -37,9 +37,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.client import MIN_MICROVERSION, error_from_response
-from scheduler.claims import Claim, PendingCleanups
 from scheduler.filters.affinity import max_server_per_host
 from scheduler.objects.spec import InstanceGroup, RequestSpec
+from scheduler.pipeline.claimer import Claim, PendingCleanups
 
 LOG = logging.getLogger(__name__)
 
