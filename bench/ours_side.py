@@ -112,7 +112,10 @@ class OursSide:
         self.manager.cleanups.stop()
 
     def build(self, raw: bytes) -> Any:
-        return self.manager.hosts.build(self.placement.decode(raw))
+        # A request decodes and tables its answer with the collector paused
+        # (SchedulerManager.select_destinations, scheduler/memory/).
+        with paused_gc():
+            return self.manager.hosts.build(self.placement.decode(raw))
 
     def decide(self, built: Any, kind: str) -> list[str]:
         spec, uuids = request_spec(kind)

@@ -251,13 +251,14 @@ class SchedulerManager:
         trace = RequestTrace(num_instances=len(uuids))
         selections: list[list[Selection]] = []
         error: Exception | None = None
-        try:
-            decision = self._decide(context, spec, uuids, claim=False, trace=trace)
-            selections = answer.selections(spec, decision.placed, decision.ordered,
-                                           self.conf.scheduler.max_attempts - 1,
-                                           self.ranking.sorted_hosts)
-        except exc.NoValidHost as nvh:
-            error = nvh
-        except (FilterError, WeigherError) as e:
-            error = plugin_failure(e)
+        with paused_gc():  # a request like any other (select_destinations says why)
+            try:
+                decision = self._decide(context, spec, uuids, claim=False, trace=trace)
+                selections = answer.selections(spec, decision.placed, decision.ordered,
+                                               self.conf.scheduler.max_attempts - 1,
+                                               self.ranking.sorted_hosts)
+            except exc.NoValidHost as nvh:
+                error = nvh
+            except (FilterError, WeigherError) as e:
+                error = plugin_failure(e)
         return explain.build_report(trace, selections=selections, error=error, top=top)
