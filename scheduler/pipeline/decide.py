@@ -27,8 +27,8 @@ from scheduler.pipeline.weighing import weigh
 from scheduler.weights.base import BaseHostWeigher
 
 #: (spec, hosts in order, instance uuid, the trace of this instance) -> the host it gets
-ChooseHost = Callable[[RequestSpec, Sequence[HostState], 'str | None', InstanceAttempt],
-                      'Placed | None']
+ChooseHost = Callable[[RequestSpec, Sequence[HostState], str | None, InstanceAttempt],
+                      Placed | None]
 
 
 @dataclass

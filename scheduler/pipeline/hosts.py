@@ -44,7 +44,7 @@ _MAX_SINGLE_LOOKUPS = 20
 # costs Placement lookups, and Nova's conductor sends one of each.
 _MAX_REBUILD_NAMES = 10
 
-FindRoots = Callable[[RequestContext, 'str | None', 'str | None'], dict[str, str]]
+FindRoots = Callable[[RequestContext, str | None, str | None], dict[str, str]]
 
 
 class HostBuilder:
