@@ -6,9 +6,9 @@ Same interface as :mod:`bench.nova_side` (the runner times each call):
   JSON decode the Placement client does, :class:`Candidates`, and the
   manager's host-state step (a HostTable over the host catalog);
 * ``decide(built, kind)``: the manager's own per-instance loop
-  (:func:`scheduler.pipeline.decide.decide` without claims): filters, weighers,
-  ordering, the first fitting allocation request, consumption before the
-  next instance;
+  (``SchedulerManager._place_each``, i.e. :func:`scheduler.pipeline.decide.decide`,
+  without claims): filters, weighers, ordering, the first fitting allocation
+  request, consumption before the next instance;
 * ``whole(raw)``: ``SchedulerManager.select_destinations`` for one instance
   without a claim (RPC 4.3's path), with a Placement client whose GET answers
   ``raw`` in-process: request filters, query translation, decode, host
@@ -19,7 +19,6 @@ The configuration is the shipped default: Nova 34's default filters and all
 """
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import sys
@@ -39,8 +38,6 @@ from scheduler.filters.compute import ComputeFilter
 from scheduler.manager import SchedulerManager
 from scheduler.memory import paused_gc
 from scheduler.objects.spec import Flavor, ImageMeta, ImageMetaProps, InstanceGroup, RequestSpec
-from scheduler.pipeline.decide import Decision, decide
-from scheduler.pipeline.failures import failure_reason
 
 KINDS = ('one', 'ten', 'group10')
 MICROVERSION = '1.36'
@@ -122,11 +119,8 @@ class OursSide:
         # select_destinations runs the whole request, this loop included, with
         # the collector paused (SchedulerManager.select_destinations).
         with paused_gc():
-            decision = decide(spec, list(uuids), built, ranking=self.manager.ranking,
-                              choose=functools.partial(self.manager.claiming.claim_first,
-                                                       self.context, claim=False),
-                              reason=functools.partial(failure_reason, self.conf),
-                              trace=explain.RequestTrace(), into=Decision())
+            decision = self.manager._place_each(self.context, spec, list(uuids), built,
+                                                trace=explain.RequestTrace(), claim=False)
         return [p.host.host for p in decision.placed]
 
     def whole(self, raw: bytes) -> list[str]:
