@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from placement_client.models import AllocationRequest, Candidates, ProviderSummary
+from placement_client.models import AllocationRequest, ProviderSummary
 from scheduler.objects.numa import HostNUMATopology
 from scheduler.objects.pci import HostPciStats
 from scheduler.objects.spec import Aggregate
@@ -29,8 +29,15 @@ from scheduler.objects.spec import Aggregate
 SHARING_TRAIT = 'MISC_SHARES_VIA_AGGREGATE'
 
 
+class _WeaklyReferable:
+    # Slots leave no room for weak references unless a base class makes it:
+    # a host table caches what it derives from a record for as long as the
+    # record lives (scheduler.host_table.RecordValues).
+    __slots__ = ('__weakref__',)
+
+
 @dataclass(slots=True)
-class HostRecord:
+class HostRecord(_WeaklyReferable):
     """What the HostCatalog knows about one compute node (all optional but names).
 
     Records are never modified in place (the catalog replaces them), and the
@@ -58,12 +65,6 @@ class HostRecord:
     # Cell database or hosts file (doc/host-data.md); None: no source has them.
     numa_topology: HostNUMATopology | None = None
     pci_pools: HostPciStats | None = None
-    #: What a host table reads from this record as numbers, derived the first time
-    #: the record is in an answer (scheduler.host_table): records are never
-    #: modified, so every later request finds it here. Not part of the record's
-    #: value (no constructor argument, not compared, not shown).
-    table_values: tuple[Any, ...] | None = field(default=None, init=False, repr=False,
-                                                 compare=False)
 
 
 class HostData(Protocol):
@@ -268,48 +269,3 @@ class HostState:
     def __repr__(self) -> str:
         return (f'HostState({self.host!r}, {self.nodename!r}, ram={self.free_ram_mb}MB, '
                 f'disk={self.free("DISK_GB")}GB, vcpus={self.vcpus_total - self.vcpus_used})')
-
-
-def host_roots(candidates: Candidates) -> dict[str, list[AllocationRequest]]:
-    """Allocation requests per compute host (root provider), in Placement's order.
-
-    Every request that touches a host's tree belongs to that host
-    (doc/design.md, D2), including requests that allocate only from nested children.
-    Sharing providers (``MISC_SHARES_VIA_AGGREGATE`` on their root) are not
-    hosts: a request using shared storage belongs to the compute tree it also
-    touches.
-    """
-    summaries = candidates.provider_summaries
-    by_root: dict[str, list[AllocationRequest]] = {}
-    for alloc_req in candidates.allocation_requests:
-        roots: list[str] = []
-        for rp in alloc_req.allocations:
-            summary = summaries.get(rp)
-            root = summary.root_provider_uuid if summary else rp
-            root_summary = summaries.get(root)
-            if root_summary is not None and SHARING_TRAIT in root_summary.traits:
-                continue
-            if root not in roots:
-                roots.append(root)
-        for root in roots:
-            by_root.setdefault(root, []).append(alloc_req)
-    return by_root
-
-
-def build_host_states(candidates: Candidates, catalog: HostData, *,
-                      default_availability_zone: str = 'nova') -> list[HostState]:
-    """One HostState per compute host that has at least one allocation request."""
-    trees: dict[str, list[ProviderSummary]] = {}
-    for summary in candidates.provider_summaries.values():
-        trees.setdefault(summary.root_provider_uuid, []).append(summary)
-    hosts = []
-    for root, alloc_reqs in host_roots(candidates).items():
-        record = catalog.record_for_provider(root, catalog.provider_name(root))
-        hosts.append(HostState(
-            uuid=root, record=record, summaries=trees.get(root, ()),
-            allocation_candidates=alloc_reqs,
-            aggregates=catalog.aggregates_for_host(record.service_host),
-            instances=catalog.instances_on_host(record.service_host),
-            instance_info_known=catalog.has_instance_info(record.service_host),
-            default_availability_zone=default_availability_zone))
-    return hosts

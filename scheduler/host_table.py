@@ -1,21 +1,23 @@
-"""Host states as columns: one row per compute host of one Placement answer.
+"""The host container: the compute hosts of one request as a table, one row per host.
 
 Nova builds one Python object per host for every request and runs every
 filter and weigher host by host; at thousands of hosts that loop *is* the
-scheduler's cost. Here the answer is read once into per-column arrays
-(capacity and usage per resource class summed over each host's tree, service
-state, counters from the host catalog), so that the built-in filters and
-weighers judge all hosts with a few array operations
-(:meth:`BaseHostFilter.filter_rows`, :meth:`BaseHostWeigher.raw_weights`).
-A :class:`~scheduler.host_state.HostState` is built only for a host that
-something needs as an object: a plugin written the simple per-host way, the
-hosts the claim loop walks, the alternates, an explanation. Decisions are the
-same as the per-host path's (``tests/unit/test_host_table.py`` compares them on
-random inputs).
+scheduler's cost. Here a Placement answer is read once into per-column arrays
+(:data:`COLUMNS`: capacity and usage per resource class summed over each host's
+tree, service state, counters from the host catalog). Hosts travel through
+filters, weighers and ordering only as rows of a table (:class:`HostView`,
+:class:`WeighedView`); the built-in plugins judge all rows with a few array
+operations (:meth:`BaseHostFilter.filter_rows`, :meth:`BaseHostWeigher.raw_weights`),
+and a plugin written the simple per-host way sees one row as a
+:class:`~scheduler.host_state.HostState`, built when first asked for. With
+``[scheduler] columnar_host_states = False`` no such hook runs: every plugin
+judges host by host, over the same table. Decisions are the same either way
+(``tests/unit/test_host_table.py`` compares them on random inputs).
 
-A materialised HostState stays the single source of truth for its host: its
-:meth:`~scheduler.host_state.HostState.consume` writes the new usage back into
-the columns, so later instances of the same request see it either way.
+A row's HostState stays the single source of truth for its host: its
+:meth:`~scheduler.host_state.HostState.consume` writes the columns marked
+``consumed`` back into the table, so later instances of the same request see
+the new usage either way.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
@@ -90,25 +92,137 @@ def _stat(stats: Mapping[str, str], key: str) -> int:
     return int(stats.get(key, 0) or 0)
 
 
-def _record_values(r: HostRecord) -> tuple[Any, ...]:
-    """What a table reads from one catalog record, derived once per record
-    (:attr:`HostRecord.table_values`): host, node, cell, disabled, forced down,
-    heartbeat as a timestamp, the three counters parsed from stats, hypervisor
-    version, whether PCI pools are known, supported instances."""
-    values = r.table_values
-    if values is None:
+def _timestamp(moment: datetime.datetime | None) -> float:
+    # Naive values are UTC, as ComputeFilter reads them; NaN: never seen.
+    if moment is None:
+        return _EPOCH_NAN
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+# The column schema ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Column:
+    """One per-host column of a :class:`HostTable`, and where its values come from."""
+
+    name: str
+    #: numpy dtype of the column; None: a Python list
+    dtype: Any
+    #: the value from a catalog record (the hosts of a Placement answer)
+    of_record: Callable[[HostRecord], Any]
+    #: the value from a HostState (hosts handed over as objects: a rebuild check's, a test's)
+    of_host: Callable[[HostState], Any]
+    #: HostState.consume() changes it: the table copies ``of_host`` back after each consume
+    consumed: bool = False
+
+
+#: Every per-host column a table has beyond these three groups, which are not
+#: read from a record: ``capacity[rc]`` and ``used[rc]`` per resource class,
+#: summed over the host's provider tree (``used`` kept current by consume());
+#: ``records``, ``aggregates`` and ``instances`` (kept current by consume()),
+#: ``instance_info_known``; and ``supported_codes``, derived from
+#: ``supported_instances`` (hosts of one kind share an ImagePropertiesFilter verdict).
+COLUMNS: tuple[Column, ...] = (
+    Column('host_names', None, lambda r: r.service_host, lambda h: h.host),
+    Column('nodenames', None, lambda r: r.nodename, lambda h: h.nodename),
+    Column('cells', None, lambda r: r.cell_uuid, lambda h: h.cell_uuid),
+    Column('disabled', bool, lambda r: r.disabled, lambda h: bool(h.service['disabled'])),
+    Column('forced_down', bool, lambda r: r.forced_down,
+           lambda h: bool(h.service['forced_down'])),
+    # A heartbeat as a timestamp, NaN for none.
+    Column('last_seen_up', np.float64, lambda r: _timestamp(r.last_seen_up),
+           lambda h: _timestamp(cast('datetime.datetime | None', h.service['last_seen_up']))),
+    Column('failed_builds', np.int64, lambda r: _stat(r.stats, 'failed_builds'),
+           lambda h: h.failed_builds),
+    Column('num_io_ops', np.int64, lambda r: _stat(r.stats, 'io_workload'),
+           lambda h: h.num_io_ops, consumed=True),
+    # From a record the reported count; the table raises it to the number of
+    # instances the catalog lists, as HostState does.
+    Column('num_instances', np.int64, lambda r: _stat(r.stats, 'num_instances'),
+           lambda h: h.num_instances, consumed=True),
+    Column('hypervisor_version', np.float64, lambda r: r.hypervisor_version or 0,
+           lambda h: h.hypervisor_version or 0),
+    # Hosts that may have PCI device pools (PCIWeigher looks only at them).
+    Column('pci_data', bool, lambda r: bool(r.pci_pools), lambda h: bool(h.pci_stats)),
+    Column('supported_instances', None, lambda r: r.supported_instances,
+           lambda h: h.supported_instances),
+)
+CONSUMED_COLUMNS = tuple(c for c in COLUMNS if c.consumed)
+
+
+class _RecordRef(weakref.ref):
+    __slots__ = ('key',)
+    key: int
+
+
+class RecordValues:
+    """Each record's :data:`COLUMNS` values, derived the first time the record is
+    in an answer and kept for as long as the record lives.
+
+    Records are never modified (the catalog replaces them), so every later
+    request that finds the same record reads the same values instead of
+    deriving them again (at 50,000 hosts that derivation was most of building
+    a table). An entry goes with its record: the cache keeps no host alive that
+    the catalog has dropped.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[_RecordRef, tuple[Any, ...]]] = {}
+        self._forget_ref = self._forget
+
+    def __call__(self, record: HostRecord) -> tuple[Any, ...]:
+        entry = self._values.get(id(record))
+        if entry is not None:
+            return entry[1]
         # Concurrent requests may both derive it; they derive the same values.
-        values = r.table_values = (
-            r.service_host, r.nodename, r.cell_uuid, r.disabled, r.forced_down,
-            _EPOCH_NAN if r.last_seen_up is None else _timestamp(r.last_seen_up),
-            _stat(r.stats, 'failed_builds'), _stat(r.stats, 'io_workload'),
-            _stat(r.stats, 'num_instances'), r.hypervisor_version or 0,
-            bool(getattr(r, 'pci_pools', None)), r.supported_instances)
-    return values
+        values = tuple(column.of_record(record) for column in COLUMNS)
+        ref = _RecordRef(record, self._forget_ref)
+        ref.key = id(record)
+        self._values[ref.key] = (ref, values)
+        return values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def _forget(self, ref: _RecordRef) -> None:
+        entry = self._values.get(ref.key)
+        if entry is not None and entry[0] is ref:
+            del self._values[ref.key]
 
 
 class HostTable:
-    """The compute hosts of one Placement answer, as columns (row = host)."""
+    """The compute hosts of one request, as columns (row = host).
+
+    Built from a Placement answer (the constructor) or from HostStates
+    (:meth:`from_hosts`); the columns are :data:`COLUMNS` plus the groups listed
+    there, declared below for the plugins that read them.
+    """
+
+    host_names: list[str]
+    nodenames: list[str]
+    cells: list[str]
+    disabled: np.ndarray
+    forced_down: np.ndarray
+    last_seen_up: np.ndarray
+    failed_builds: np.ndarray
+    num_io_ops: np.ndarray
+    num_instances: np.ndarray
+    hypervisor_version: np.ndarray
+    pci_data: np.ndarray
+    supported_instances: list[Any]
+    capacity: dict[str, np.ndarray]
+    used: dict[str, np.ndarray]
+    records: list[HostRecord]
+    aggregates: list[tuple[Aggregate, ...]]
+    instances: list[tuple[str, ...]]
+    instance_info_known: list[bool]
+    #: per row, an index into ``supported_values`` (the distinct supported_instances lists)
+    supported_codes: np.ndarray
+    supported_values: list[Any]
+
+    #: What the columns read of each record, shared by every table of the process.
+    record_values = RecordValues()
 
     def __init__(self, candidates: Candidates, catalog: HostData, *,
                  default_availability_zone: str = 'nova'):
@@ -121,8 +235,11 @@ class HostTable:
             if root == rp and SHARING_TRAIT in s.get('traits', ()):
                 sharing.add(rp)
 
-        # Allocation requests per host (root provider), in Placement's order; a
-        # request touching several trees belongs to each (scheduler.host_state.host_roots).
+        # Allocation requests per host (root provider), in Placement's order
+        # (doc/design.md, D2): every request that touches a host's tree belongs to
+        # it, including one that allocates only from nested children. Sharing
+        # providers are not hosts: a request using shared storage belongs to the
+        # compute tree it also touches.
         by_root: collections.defaultdict[str, list[Mapping[str, Any]]] = (
             collections.defaultdict(list))
         for request in candidates.raw_requests():
@@ -144,12 +261,11 @@ class HostTable:
         self.roots: list[str] = list(by_root)
         self._requests: list[list[Mapping[str, Any]]] = list(by_root.values())
         n = len(self.roots)
-        self.index: dict[str, int] = {root: i for i, root in enumerate(self.roots)}
+        index = {root: i for i, root in enumerate(self.roots)}
         self._summaries = summaries
         self._trees: list[list[str]] = [[] for _ in range(n)]
         capacity: dict[str, list[int]] = {}
         used: dict[str, list[int]] = {}
-        index = self.index
         trees = self._trees
         for rp, summary in summaries.items():
             row = index.get(root_of[rp])
@@ -163,41 +279,64 @@ class HostTable:
                     used[rc] = [0] * n
                 column[row] += int(usage['capacity'])
                 used[rc][row] += int(usage['used'])
-        self.capacity: dict[str, np.ndarray] = {
-            rc: np.array(v, dtype=np.int64) for rc, v in capacity.items()}
-        self.used: dict[str, np.ndarray] = {
-            rc: np.array(v, dtype=np.int64) for rc, v in used.items()}
 
         rows = catalog.host_rows(self.roots)
-        self.records: list[HostRecord] = [r[0] for r in rows]
-        self.aggregates: list[tuple[Aggregate, ...]] = [r[1] for r in rows]
-        self.instances: list[tuple[str, ...]] = [r[2] for r in rows]
-        self.instance_info_known: list[bool] = [r[3] for r in rows]
-        records = self.records
-        (host_names, nodenames, cells, disabled, forced_down, last_seen_up, failed_builds,
-         io_ops, stat_instances, hypervisor_version, pci_data, supported) = (
-            zip(*map(_record_values, records), strict=True) if records else ((),) * 12)
-        self.host_names: list[str] = list(host_names)
-        self.nodenames: list[str] = list(nodenames)
-        self.cells: list[str] = list(cells)
-        self.disabled = np.array(disabled, dtype=bool)
-        self.forced_down = np.array(forced_down, dtype=bool)
-        self.last_seen_up = np.array(last_seen_up, dtype=np.float64)
-        self.failed_builds = np.array(failed_builds, dtype=np.int64)
-        self.num_io_ops = np.array(io_ops, dtype=np.int64)
+        records = [r[0] for r in rows]
+        self._fill(capacity, used, records, [r[1] for r in rows], [r[2] for r in rows],
+                   [r[3] for r in rows], list(map(self.record_values, records)))
         self.num_instances = np.maximum(
             np.array([len(inst) for inst in self.instances], dtype=np.int64),
-            np.array(stat_instances, dtype=np.int64))
-        self.hypervisor_version = np.array(hypervisor_version, dtype=np.float64)
-        # Hosts that may have PCI device pools (PCIWeigher looks only at them).
-        self.pci_data = np.array(pci_data, dtype=bool)
-        # Distinct supported_instances lists, and each row's: hosts of one kind
-        # share a verdict (ImagePropertiesFilter).
+            self.num_instances)
+        self._hosts: list[HostState | None] = [None] * n
+
+    @classmethod
+    def from_hosts(cls, hosts: Sequence[HostState]) -> HostTable:
+        """A table of HostStates built elsewhere (a rebuild check's hosts, a test's):
+        its columns are read from them, and its rows are them."""
+        table = cls.__new__(cls)
+        hosts = list(hosts)
+        table.default_availability_zone = 'nova'
+        table.roots = [h.uuid for h in hosts]
+        capacity: dict[str, list[int]] = {}
+        used: dict[str, list[int]] = {}
+        for row, host in enumerate(hosts):
+            for kind, amounts in ((capacity, host.capacity), (used, host.used)):
+                for rc, amount in amounts.items():
+                    kind.setdefault(rc, [0] * len(hosts))[row] = amount
+        table._fill(capacity, used, [h.record for h in hosts],
+                    [tuple(h.aggregates) for h in hosts], [tuple(h.instances) for h in hosts],
+                    [h.instance_info_known for h in hosts],
+                    [tuple(column.of_host(h) for column in COLUMNS) for h in hosts])
+        table._hosts = list(hosts)
+        for row, host in enumerate(hosts):
+            table._follow(row, host)
+        return table
+
+    def _fill(self, capacity: Mapping[str, list[int]], used: Mapping[str, list[int]],
+              records: list[HostRecord], aggregates: list[tuple[Aggregate, ...]],
+              instances: list[tuple[str, ...]], instance_info_known: list[bool],
+              values: list[tuple[Any, ...]]) -> None:
+        n = len(records)
+        zeros = [0] * n
+        resource_classes = list(dict.fromkeys([*capacity, *used]))
+        self.capacity = {rc: np.array(capacity.get(rc, zeros), dtype=np.int64)
+                         for rc in resource_classes}
+        self.used = {rc: np.array(used.get(rc, zeros), dtype=np.int64)
+                     for rc in resource_classes}
+        self.records = records
+        self.aggregates = aggregates
+        self.instances = instances
+        self.instance_info_known = instance_info_known
+        by_column = zip(*values, strict=True) if values else ((),) * len(COLUMNS)
+        for column, column_values in zip(COLUMNS, by_column, strict=True):
+            setattr(self, column.name, list(column_values) if column.dtype is None
+                    else np.array(column_values, dtype=column.dtype))
+        # Distinct supported_instances lists, and each row's.
         codes: dict[tuple, int] = {}
         by_identity: dict[int, int] = {}  # the catalog shares equal lists between hosts
-        self.supported_values: list[Any] = []
+        self.supported_values = []
         supported_codes = []
-        for value in supported:
+        for value in self.supported_instances:
             code = by_identity.get(id(value))
             if code is None:
                 key = tuple(tuple(e) if isinstance(e, (list, tuple)) else e
@@ -211,8 +350,8 @@ class HostTable:
         self.supported_codes = np.array(supported_codes, dtype=np.intp)
         # Aggregates -> rows, for per-aggregate weight multipliers.
         aggregate_rows: dict[str, tuple[Aggregate, list[int]]] = {}
-        for row, aggregates in enumerate(self.aggregates):
-            for aggregate in aggregates:
+        for row, host_aggregates in enumerate(aggregates):
+            for aggregate in host_aggregates:
                 entry = aggregate_rows.get(aggregate.uuid)
                 if entry is None:
                     aggregate_rows[aggregate.uuid] = (aggregate, [row])
@@ -223,7 +362,6 @@ class HostTable:
             for aggregate, rows_of in aggregate_rows.values() if aggregate.metadata]
         self._multipliers: dict[tuple[str, float], np.ndarray | None] = {}
         self._instance_rows: dict[str, list[int]] | None = None
-        self._hosts: list[HostState | None] = [None] * n
 
     def __len__(self) -> int:
         return len(self.roots)
@@ -314,24 +452,32 @@ class HostTable:
             instances={u: {'uuid': u} for u in self.instances[row]},
             instance_info_known=self.instance_info_known[row],
             default_availability_zone=self.default_availability_zone)
+        self._follow(row, host)
+        return host
+
+    def _follow(self, row: int, host: HostState) -> None:
+        """Keep the row's columns in step with what ``host.consume`` changes."""
         # A weak reference: the table holds its hosts, and a cycle back to it would
         # keep a whole Placement answer alive until the collector ran (measured:
         # half of a request's CPU went to collecting them, and a worker answering
         # 50,000-host requests grew by 200 MB per request).
         table = weakref.ref(self)
+        # A HostState handed to several tables (a test's, one per call) keeps them all in step.
+        previous = host.on_consume
 
-        def consumed(state: HostState, row: int = row) -> None:
+        def consumed(state: HostState) -> None:
+            if previous is not None:
+                previous(state)
             owner = table()
             if owner is not None:
                 owner._consumed(row, state)
         host.on_consume = consumed
-        return host
 
     def _consumed(self, row: int, host: HostState) -> None:
         for rc, amount in host.used.items():
             self.column(rc, 'used')[row] = amount
-        self.num_instances[row] = host.num_instances
-        self.num_io_ops[row] = host.num_io_ops
+        for column in CONSUMED_COLUMNS:
+            getattr(self, column.name)[row] = column.of_host(host)
         known = set(self.instances[row])
         new = [u for u in host.instances if u not in known]
         self.instances[row] = tuple(host.instances)
@@ -340,14 +486,21 @@ class HostTable:
                 self._instance_rows.setdefault(instance_uuid, []).append(row)
 
 
-def _timestamp(moment: datetime.datetime) -> float:
-    # Naive values are UTC, as ComputeFilter reads them.
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
+class _EqualAsList:
+    """Views are equal to any sequence of the same items in the same order (a list,
+    another view), as the lists they stand for would be."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)  # type: ignore[call-overload]
+
+    __hash__ = None  # type: ignore[assignment]
 
 
-class HostView(Sequence[HostState]):
+class HostView(_EqualAsList, Sequence[HostState]):
     """Some rows of a :class:`HostTable`, in order; items are HostStates built on access."""
 
     __slots__ = ('table', '_rows')
@@ -419,7 +572,7 @@ def top_positions(weights: np.ndarray, k: int) -> np.ndarray:
     return chosen[np.argsort(neg[chosen], kind='stable')]
 
 
-class WeighedView(Sequence['WeighedHost']):
+class WeighedView(_EqualAsList, Sequence['WeighedHost']):
     """Weighed rows, best first; items are :class:`WeighedHost` built on access.
 
     The order is worked out only as far as it is read: a request for one
@@ -527,3 +680,23 @@ class OrderedView(HostView):
             return int(self._rows[i])
         p = self._head[i] if i < len(self._head) else self._weighed.position(i)
         return int(self._weighed._rows_in[p])
+
+
+def as_view(hosts: Sequence[HostState]) -> HostView:
+    """``hosts`` as rows of a table: the view itself, or a table of those HostStates."""
+    if isinstance(hosts, HostView):
+        return hosts
+    return HostTable.from_hosts(hosts).view()
+
+
+def as_weighed_view(weighed: Sequence[WeighedHost]) -> WeighedView:
+    """``weighed`` (best first) as a WeighedView: itself, or one over a table of its hosts."""
+    if isinstance(weighed, WeighedView):
+        return weighed
+    table = HostTable.from_hosts([w.host for w in weighed])
+    names = dict.fromkeys(name for w in weighed for name in w.contributions)
+    return WeighedView(
+        table, np.arange(len(weighed), dtype=np.intp),
+        np.array([w.weight for w in weighed], dtype=np.float64),
+        {name: np.array([w.contributions.get(name, 0.0) for w in weighed], dtype=np.float64)
+         for name in names})

@@ -40,7 +40,8 @@ from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
 from scheduler.explain import RequestTrace
 from scheduler.filters.base import BaseHostFilter
-from scheduler.host_state import HostData, HostState
+from scheduler.host_state import HostData
+from scheduler.host_table import HostView
 from scheduler.memory import DeferredRelease, paused_gc
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
@@ -222,9 +223,9 @@ class SchedulerManager:
         return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
 
     def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
-                    hosts: Sequence[HostState], *, trace: RequestTrace, claim: bool,
+                    hosts: HostView, *, trace: RequestTrace, claim: bool,
                     rebuild: bool = False) -> Decision:
-        decision = Decision()
+        decision = Decision(hosts)
         choose = functools.partial(self.claiming.claim_first, context, claim=claim)
         try:
             return decide(spec, uuids, hosts, ranking=self.ranking, choose=choose,

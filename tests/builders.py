@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
-from placement_client.models import AllocationRequest, ProviderSummary, ResourceUsage
+from placement_client.models import (
+    AllocationRequest,
+    Candidates,
+    ProviderSummary,
+    ResourceUsage,
+)
 from scheduler import conf as scheduler_conf
 from scheduler.conf import filter_scheduler as filter_scheduler_group
 from scheduler.conf import metrics as metrics_group
@@ -23,7 +28,8 @@ from scheduler.conf import scheduler as scheduler_group
 from scheduler.conf import service as service_group
 from scheduler.conf import workarounds as workarounds_group
 from scheduler.context import RequestContext
-from scheduler.host_state import HostRecord, HostState
+from scheduler.host_state import HostData, HostRecord, HostState
+from scheduler.host_table import HostTable
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import encode_request_spec
 from scheduler.objects.spec import (
@@ -138,6 +144,13 @@ def make_host(name: str, *,
                      allocation_candidates=list(allocation_candidates),
                      aggregates=list(aggregates),
                      instances={u: {'uuid': u} for u in instances})
+
+
+def host_states(candidates: Candidates, catalog: HostData, **table_options: Any
+                ) -> list[HostState]:
+    """The HostStates of a Placement answer, as the host stage builds them: the rows
+    of one host table."""
+    return list(HostTable(candidates, catalog, **table_options).view())
 
 
 # -- specs -------------------------------------------------------------------------------------

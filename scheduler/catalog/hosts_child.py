@@ -39,8 +39,8 @@ from scheduler.catalog.hosts_file import HostsFileContent, read_hosts_in_process
 from scheduler.exceptions import CatalogError
 from scheduler.host_state import HostRecord
 
-# The constructor's fields: derived slots (HostRecord.table_values) are not sent.
-_FIELDS = tuple(f.name for f in dataclasses.fields(HostRecord) if f.init)
+# The constructor's fields, in order: a record travels as its values.
+_FIELDS = tuple(f.name for f in dataclasses.fields(HostRecord))
 #: What :func:`read_in_child` runs, as ``python -m``.
 _CHILD_MODULE = 'scheduler.catalog.hosts_child'
 #: How long a child that stopped sending gets to exit before it is killed.

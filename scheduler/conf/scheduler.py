@@ -174,12 +174,12 @@ service_opts = [
                     'small bound keeps a crowded cloud from costing one PUT per candidate. '
                     'Nova tries only the first.'),
     cfg.BoolOpt('columnar_host_states', default=True,
-                help='Read each Placement answer into columns and let the built-in filters '
-                     'and weighers judge all hosts at once, building a per-host object only '
-                     'for plugins written per host and for the hosts the claim and the '
-                     'alternates use. Decisions are the same either way; False builds a '
-                     'HostState for every host and runs every plugin host by host, as Nova '
-                     'does (much slower at thousands of hosts; for comparing or diagnosing a '
+                help='Let the built-in filters and weighers judge all hosts of a request at '
+                     'once, on the columns of its host table, building a per-host object '
+                     'only for plugins written per host and for the hosts the claim and the '
+                     'alternates use. Decisions are the same either way; False turns these '
+                     'column-wise hooks off, so that every plugin judges host by host, as in '
+                     'Nova (much slower at thousands of hosts; for comparing or diagnosing a '
                      'plugin).'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
                  help='Seconds during which a worker answers a request from the previous '

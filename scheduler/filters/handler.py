@@ -17,7 +17,7 @@ import numpy as np
 
 from scheduler.exceptions import FilterError
 from scheduler.filters.base import BaseHostFilter, host_label
-from scheduler.host_table import HostView
+from scheduler.host_table import HostView, as_view
 from scheduler.vector_hooks import trusted_hook
 
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ class FilterStep:
 class FilterRun:
     """The outcome of :func:`apply_filters`."""
 
-    #: the hosts that passed; a HostView when the input was one
-    hosts: Sequence[HostState]
+    #: the hosts that passed
+    hosts: HostView
     steps: list[FilterStep]
 
     @property
@@ -87,16 +87,19 @@ class FilterRun:
 
 def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
                   spec_obj: RequestSpec, *, instance_index: int,
-                  rebuild: bool = False) -> FilterRun:
+                  rebuild: bool = False, vectorised: bool = True) -> FilterRun:
     """Filter ``hosts`` for the instance at ``instance_index`` of the request.
 
-    ``hosts`` may be a :class:`~scheduler.host_table.HostView`: filters with a
-    column-wise hook then judge all rows at once, and HostStates are built only
-    for the hosts a per-host plugin must see; the result is a HostView too.
+    ``hosts`` are rows of a host table (a :class:`~scheduler.host_table.HostView`;
+    other sequences of HostStates become one), and so are the hosts that pass.
+    With ``vectorised``, a filter with a trusted column-wise hook judges all rows
+    at once, and HostStates are built only for the rows it leaves undecided;
+    without, every filter judges host by host.
 
     Raises :class:`FilterError` (naming the filter and host) when a plugin raises.
     """
-    remaining: Sequence[HostState] = hosts if isinstance(hosts, HostView) else list(hosts)
+    remaining = as_view(hosts)
+    hosts_in = len(remaining)
     steps: list[FilterStep] = []
     for filter_ in filters:
         name = filter_.name
@@ -109,7 +112,7 @@ def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
         if not filter_.run_filter_for_index(instance_index):
             steps.append(FilterStep(name, len(remaining), skipped=SKIPPED_ONCE_PER_REQUEST))
             continue
-        passed, removed = _evaluate(filter_, remaining, spec_obj)
+        passed, removed = _evaluate(filter_, remaining, spec_obj, vectorised)
         step = FilterStep(name, len(remaining), removed)
         steps.append(step)
         _log_removals(step, instance_index)
@@ -117,28 +120,20 @@ def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
     run = FilterRun(remaining, steps)
     if filters and LOG.isEnabledFor(logging.INFO):
         LOG.info('Filtering for instance index %d: %d of %d hosts passed: %s',
-                 instance_index, len(remaining), len(hosts), run.summary())
+                 instance_index, len(remaining), hosts_in, run.summary())
     return run
 
 
-def _evaluate(filter_: BaseHostFilter, hosts: Sequence[HostState],
-              spec_obj: RequestSpec) -> tuple[Sequence[HostState], dict[str, list[str]]]:
-    if isinstance(hosts, HostView):
-        return _evaluate_rows(filter_, hosts, spec_obj)
-    if type(filter_).filter_all is BaseHostFilter.filter_all:
-        return _evaluate_per_host(filter_, hosts, spec_obj)
-    return _evaluate_filter_all(filter_, hosts, spec_obj)
-
-
-def _evaluate_rows(filter_: BaseHostFilter, view: HostView,
-                   spec_obj: RequestSpec) -> tuple[HostView, dict[str, list[str]]]:
+def _evaluate(filter_: BaseHostFilter, view: HostView, spec_obj: RequestSpec,
+              vectorised: bool) -> tuple[HostView, dict[str, list[str]]]:
     table, rows = view.table, view.rows
     if type(filter_).filter_all is not BaseHostFilter.filter_all:
         passed, dropped = _evaluate_filter_all(filter_, list(view), spec_obj)
         kept = {id(h) for h in passed}
         return view.where(np.array([id(table.host(r)) in kept for r in rows.tolist()],
                                    dtype=bool)), dropped
-    hook = trusted_hook(filter_, 'filter_rows', BaseHostFilter, ('filter_result', 'host_passes'))
+    hook = (trusted_hook(filter_, 'filter_rows', BaseHostFilter,
+                         ('filter_result', 'host_passes')) if vectorised else None)
     verdict = None
     if hook is not None:
         try:
@@ -151,6 +146,7 @@ def _evaluate_rows(filter_: BaseHostFilter, view: HostView,
     else:
         mask = np.array(verdict.passed, dtype=bool, copy=True)
         failed = dict(verdict.failed)
+    # What the hook left undecided (everything, without one) is judged host by host.
     undecided = np.flatnonzero(~mask)
     for pos in undecided.tolist():
         if pos in failed:
@@ -169,24 +165,6 @@ def _evaluate_rows(filter_: BaseHostFilter, view: HostView,
     for pos in sorted(failed):
         removed.setdefault(failed[pos], []).append(table.label(int(rows[pos])))
     return view.where(mask), removed
-
-
-def _evaluate_per_host(filter_: BaseHostFilter, hosts: Sequence[HostState],
-                       spec_obj: RequestSpec) -> tuple[list[HostState], dict[str, list[str]]]:
-    passed: list[HostState] = []
-    removed: dict[str, list[str]] = {}
-    for host in hosts:
-        try:
-            result = filter_.filter_result(host, spec_obj)
-        except Exception as exc:
-            raise FilterError(filter_.name, f'{type(exc).__name__}: {exc}',
-                              host=host_label(host)) from exc
-        if result.passed:
-            passed.append(host)
-        else:
-            reason = result.reason or filter_.failure_reason
-            removed.setdefault(reason, []).append(host_label(host))
-    return passed, removed
 
 
 def _evaluate_filter_all(filter_: BaseHostFilter, hosts: Sequence[HostState],

@@ -8,17 +8,17 @@ from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest
 from scheduler.explain import InstanceAttempt
 from scheduler.host_state import HostState
+from scheduler.host_table import HostView
 from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.claim import Placed
 from scheduler.pipeline.ordering import first_fitting, pick_alternates
 
 #: (spec, hosts, instance index, its trace) -> the hosts in order (Ranking.sorted_hosts)
-SortHosts = Callable[[RequestSpec, Sequence[HostState], int, InstanceAttempt],
-                     Sequence[HostState]]
+SortHosts = Callable[[RequestSpec, HostView, int, InstanceAttempt], HostView]
 
 
-def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: Sequence[HostState],
+def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: HostView,
                num_alts: int, sort_hosts: SortHosts) -> list[list[Selection]]:
     selected = {p.host.uuid for p in placed}
     if num_alts and len(placed) > 1:

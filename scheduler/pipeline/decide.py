@@ -19,6 +19,7 @@ from scheduler import exceptions as exc
 from scheduler.explain import InstanceAttempt, RequestTrace
 from scheduler.filters.base import BaseHostFilter
 from scheduler.host_state import HostState
+from scheduler.host_table import HostView
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.claim import Placed, consume
 from scheduler.pipeline.filtering import filter_hosts
@@ -40,14 +41,15 @@ class Ranking:
     weighers: Sequence[BaseHostWeigher]
     rng: random.Random
 
-    def sorted_hosts(self, spec: RequestSpec, hosts: Sequence[HostState], index: int,
-                     attempt: InstanceAttempt, *, rebuild: bool = False) -> Sequence[HostState]:
-        passed = filter_hosts(self.filters, spec, hosts, index=index, attempt=attempt,
-                              rebuild=rebuild)
-        if not passed:
-            return []
-        weighed = weigh(self.weighers, spec, passed, attempt)
+    def sorted_hosts(self, spec: RequestSpec, hosts: HostView, index: int,
+                     attempt: InstanceAttempt, *, rebuild: bool = False) -> HostView:
         # Read per request: an operator's (or a test's) new values apply at once.
+        vectorised = self.conf.scheduler.columnar_host_states
+        passed = filter_hosts(self.filters, spec, hosts, index=index, attempt=attempt,
+                              rebuild=rebuild, vectorised=vectorised)
+        if not passed:
+            return passed
+        weighed = weigh(self.weighers, spec, passed, attempt, vectorised=vectorised)
         fs = self.conf.filter_scheduler
         return order_hosts(weighed, host_subset_size=fs.host_subset_size,
                            shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
@@ -56,13 +58,13 @@ class Ranking:
 
 @dataclass
 class Decision:
+    #: the last instance's host order: what alternates are chosen from
+    ordered: HostView
     #: one per instance decided so far, in order
     placed: list[Placed] = field(default_factory=list)
-    #: the last instance's host order: what alternates are chosen from
-    ordered: Sequence[HostState] = ()
 
 
-def decide(spec: RequestSpec, uuids: Sequence[str | None], hosts: Sequence[HostState], *,
+def decide(spec: RequestSpec, uuids: Sequence[str | None], hosts: HostView, *,
            ranking: Ranking, choose: ChooseHost, reason: Callable[[RequestTrace], str],
            trace: RequestTrace, into: Decision, rebuild: bool = False) -> Decision:
     """Place every instance, in order, into ``into`` (so that a caller who undoes on

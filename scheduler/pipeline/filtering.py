@@ -12,7 +12,7 @@ from scheduler import metrics
 from scheduler.explain import InstanceAttempt
 from scheduler.filters.base import BaseHostFilter
 from scheduler.filters.handler import apply_filters
-from scheduler.host_state import HostState
+from scheduler.host_table import HostView
 from scheduler.objects.spec import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -29,8 +29,8 @@ def forcing_skips_filters(spec: RequestSpec) -> bool:
 
 
 def filter_hosts(filters: Sequence[BaseHostFilter], spec: RequestSpec,
-                 hosts: Sequence[HostState], *, index: int, attempt: InstanceAttempt,
-                 rebuild: bool = False) -> Sequence[HostState]:
+                 hosts: HostView, *, index: int, attempt: InstanceAttempt,
+                 rebuild: bool = False, vectorised: bool = True) -> HostView:
     """The hosts every filter passes for instance ``index`` (all of them, unfiltered,
     when an operator forced the host)."""
     if hosts and forcing_skips_filters(spec):
@@ -38,10 +38,11 @@ def filter_hosts(filters: Sequence[BaseHostFilter], spec: RequestSpec,
         LOG.debug('host forced without %s: filters skipped for %d host(s)',
                   NOVA_CHECK_TYPE, len(hosts))
         attempt.filters_skipped = True
-        passed: Sequence[HostState] = list(hosts)
+        passed = hosts
     else:
         with metrics.stage('filtering'):
-            run = apply_filters(filters, hosts, spec, instance_index=index, rebuild=rebuild)
+            run = apply_filters(filters, hosts, spec, instance_index=index, rebuild=rebuild,
+                                vectorised=vectorised)
         for step in run.steps:
             removed = {why: len(names) for why, names in step.removed.items()}
             attempt.filter_steps.append((step.name, step.hosts_in, removed))

@@ -5,14 +5,14 @@ Before the hosts are built, what Nova reads per request is made as fresh as
 configured: the compute services' state (``[nova] service_state_max_age``) and,
 for a request that uses them, the candidates' NUMA topologies and PCI pools
 (``[cell_database] max_age``). Providers no source knows are looked up, and left
-out while unresolved (doc/host-data.md). The hosts then travel as one host table
-(``[scheduler] columnar_host_states``) or as HostStates, and the cell and name
-restrictions of the spec apply before any filter runs.
+out while unresolved (doc/host-data.md). The hosts then travel as rows of one host
+table (:mod:`scheduler.host_table`), and the cell and name restrictions of the spec
+apply before any filter runs.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from oslo_config import cfg
 
@@ -24,8 +24,8 @@ from scheduler import metrics
 from scheduler.catalog.resolver import UNRESOLVED_REASON, HostResolver
 from scheduler.context import RequestContext
 from scheduler.explain import RequestTrace
-from scheduler.host_state import HostData, HostState, build_host_states
-from scheduler.host_table import HostTable
+from scheduler.host_state import HostData, HostState
+from scheduler.host_table import HostTable, HostView
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.failures import (
     failure_reason,
@@ -61,7 +61,7 @@ class HostBuilder:
         self.refresh_compute_nodes = refresh_compute_nodes
 
     def for_candidates(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
-                       trace: RequestTrace) -> Sequence[HostState]:
+                       trace: RequestTrace) -> HostView:
         """The hosts of Placement's answer, restricted as the spec asks."""
         self.refresh_service_states()
         roots = candidates.root_provider_uuids()
@@ -82,18 +82,16 @@ class HostBuilder:
                                        **trace.prefilter_removed}
         return hosts
 
-    def build(self, candidates: Candidates) -> Sequence[HostState]:
+    def build(self, candidates: Candidates) -> HostView:
         az = self.conf.default_availability_zone
         with metrics.stage('host_states'):
-            if self.conf.scheduler.columnar_host_states:
-                return HostTable(candidates, self.catalog, default_availability_zone=az).view()
-            return build_host_states(candidates, self.catalog, default_availability_zone=az)
+            return HostTable(candidates, self.catalog, default_availability_zone=az).view()
 
     def for_rebuild(self, context: RequestContext, spec: RequestSpec,
-                    trace: RequestTrace) -> Sequence[HostState]:
+                    trace: RequestTrace) -> HostView:
         """The hosts a rebuild check names, read from their provider trees (no candidates)."""
         self.refresh_service_states()
-        hosts = self._rebuild_host_states(context, spec)
+        hosts = HostTable.from_hosts(self._rebuild_host_states(context, spec)).view()
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
         return hosts
@@ -117,7 +115,7 @@ class HostBuilder:
         self.catalog.remember_provider_names(names)
 
     def _rebuild_host_states(self, context: RequestContext,
-                             spec: RequestSpec) -> Sequence[HostState]:
+                             spec: RequestSpec) -> list[HostState]:
         dest = spec.requested_destination
         hosts = list(spec.force_hosts or ()) or ([dest.host] if dest and dest.host else [])
         nodes = list(spec.force_nodes or ()) or ([dest.node] if dest and dest.node else [])

@@ -6,55 +6,27 @@ hosts into the order the claim loop walks, and picks alternates.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from scheduler.host_state import HostState
-from scheduler.host_table import HostView, OrderedView, WeighedView
+from scheduler.host_table import HostView, OrderedView, WeighedHost, as_view, as_weighed_view
 from scheduler.objects.spec import RequestSpec
 
 
-class Weighed(Protocol):
-    host: HostState
-    weight: float
-
-
-def order_hosts(weighed: Sequence[Weighed], *, host_subset_size: int,
-                shuffle_best_same_weighed_hosts: bool,
-                rng: random.Random) -> Sequence[HostState]:
+def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
+                shuffle_best_same_weighed_hosts: bool, rng: random.Random) -> HostView:
     """Nova's ordering (``SchedulerManager._get_sorted_hosts``): ``weighed`` is
-    sorted, best first.
+    sorted, best first (a :class:`~scheduler.host_table.WeighedView`; a list
+    becomes one).
 
     Optionally shuffle the hosts tied at the top weight, then move one host
     picked at random from the first ``host_subset_size`` to the front; the
-    rest keep their order. A :class:`~scheduler.host_table.WeighedView` gives
-    a :class:`~scheduler.host_table.HostView` in the same order, using the
-    random generator the same way.
+    rest keep their order. Only that head is worked out here: the rest of the
+    order is read from the weighed view as far as the claim loop walks.
     """
-    if isinstance(weighed, WeighedView):
-        return _order_rows(weighed, host_subset_size=host_subset_size,
-                           shuffle_best_same_weighed_hosts=shuffle_best_same_weighed_hosts,
-                           rng=rng)
-    hosts = [w.host for w in weighed]
-    if not hosts:
-        return hosts
-    if shuffle_best_same_weighed_hosts:
-        best = weighed[0].weight
-        tied = sum(1 for w in weighed if w.weight == best)
-        head = hosts[:tied]
-        rng.shuffle(head)
-        hosts[:tied] = head
-    subset = min(max(host_subset_size, 1), len(hosts))
-    if subset > 1:
-        chosen = rng.randrange(subset)
-        hosts.insert(0, hosts.pop(chosen))
-    return hosts
-
-
-def _order_rows(weighed: WeighedView, *, host_subset_size: int,
-                shuffle_best_same_weighed_hosts: bool, rng: random.Random) -> HostView:
+    weighed = as_weighed_view(weighed)
     if not len(weighed):
         return HostView(weighed.table, np.zeros(0, dtype=np.intp))
     head: list[int] = []
@@ -70,8 +42,8 @@ def _order_rows(weighed: WeighedView, *, host_subset_size: int,
     return OrderedView(weighed, head)
 
 
-def prefilter_hosts(hosts: Iterable[HostState],
-                    spec: RequestSpec) -> tuple[Sequence[HostState], dict[str, int]]:
+def prefilter_hosts(hosts: Sequence[HostState],
+                    spec: RequestSpec) -> tuple[HostView, dict[str, int]]:
     """Nova's pre-filter host restrictions (``HostManager.get_filtered_hosts``),
     with counts of removals.
 
@@ -80,24 +52,21 @@ def prefilter_hosts(hosts: Iterable[HostState],
     that cell's compute nodes); ``ignore_hosts`` removes hosts by name
     (case-insensitive); ``force_hosts``/``force_nodes`` keep only the named ones.
     """
-    kept: Sequence[HostState] = hosts if isinstance(hosts, HostView) else list(hosts)
+    kept = as_view(hosts)
     removed: dict[str, int] = {}
 
-    def narrow(to: Sequence[HostState], why: str) -> None:
+    def narrow(to: HostView, why: str) -> None:
         nonlocal kept
         if len(to) != len(kept):
             removed[why] = removed.get(why, 0) + len(kept) - len(to)
         kept = to
 
     def keep(predicate: Callable[[str, str], bool], why: str) -> None:
-        narrow(kept.keep_names(predicate) if isinstance(kept, HostView)
-               else [h for h in kept if predicate(h.host, h.nodename)], why)
+        narrow(kept.keep_names(predicate), why)
 
     dest = spec.requested_destination
     if dest is not None and dest.cell is not None and not dest.allow_cross_cell_move:
-        cell = dest.cell.uuid
-        narrow(kept.keep_cell(cell) if isinstance(kept, HostView)
-               else [h for h in kept if h.cell_uuid == cell], 'not in the requested cell')
+        narrow(kept.keep_cell(dest.cell.uuid), 'not in the requested cell')
     if dest is not None and dest.host:
         keep(lambda host, node: host == dest.host and (not dest.node or node == dest.node),
              'not the requested destination')

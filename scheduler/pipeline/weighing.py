@@ -9,17 +9,16 @@ from collections.abc import Sequence
 
 from scheduler import metrics
 from scheduler.explain import InstanceAttempt
-from scheduler.host_state import HostState
-from scheduler.host_table import WeighedHost
+from scheduler.host_table import HostView, WeighedView
 from scheduler.objects.spec import RequestSpec
 from scheduler.weights.base import BaseHostWeigher, Exclusion, weigh_hosts
 
 
-def weigh(weighers: Sequence[BaseHostWeigher], spec: RequestSpec, passed: Sequence[HostState],
-          attempt: InstanceAttempt) -> Sequence[WeighedHost]:
+def weigh(weighers: Sequence[BaseHostWeigher], spec: RequestSpec, passed: HostView,
+          attempt: InstanceAttempt, *, vectorised: bool = True) -> WeighedView:
     excluded: list[Exclusion] = []
     with metrics.stage('weighing'):
-        weighed = weigh_hosts(weighers, passed, spec, excluded=excluded)
+        weighed = weigh_hosts(weighers, passed, spec, excluded=excluded, vectorised=vectorised)
     attempt.weighed, attempt.exclusions = weighed, excluded
     if excluded:
         attempt.filter_steps.extend(exclusion_steps(excluded, len(passed)))

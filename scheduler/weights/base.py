@@ -29,7 +29,13 @@ import numpy as np
 
 from scheduler.exceptions import ConfigurationError, WeigherError
 from scheduler.filters.base import host_label
-from scheduler.host_table import HostView, WeighedHost, WeighedView, multiplier_from_values
+from scheduler.host_table import (
+    HostView,
+    WeighedHost,
+    WeighedView,
+    as_view,
+    multiplier_from_values,
+)
 from scheduler.vector_hooks import trusted_hook
 
 if TYPE_CHECKING:
@@ -167,31 +173,6 @@ def get_weight_multiplier(host_state: HostState, option_name: str,
     return multiplier_from_values(option_name, values, config_value)
 
 
-def _weighable(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
-               spec_obj: RequestSpec, excluded: list[Exclusion] | None) -> list[HostState]:
-    kept = list(hosts)
-    for weigher in weighers:
-        # Most weighers weigh every host; skip the per-host call for them.
-        if type(weigher).unweighable_reason is BaseHostWeigher.unweighable_reason:
-            continue
-        name = weigher.name
-        remaining = []
-        for host in kept:
-            try:
-                reason = weigher.unweighable_reason(host, spec_obj)
-            except Exception as exc:
-                raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
-            if reason is None:
-                remaining.append(host)
-                continue
-            LOG.debug('%s cannot weigh %s: %s', name, host_label(host), reason)
-            _warn_unweighable(name, host_label(host), reason)
-            if excluded is not None:
-                excluded.append(Exclusion(name, host, reason))
-        kept = remaining
-    return kept
-
-
 @functools.lru_cache(maxsize=1024)
 def _warn_unweighable(weigher: str, host: str, reason: str) -> None:
     # Once per host and reason: the same host is left out of every request
@@ -215,10 +196,23 @@ def normalize_array(values: np.ndarray, minval: float | None = None,
 _ALL_ZERO = np.zeros(0, dtype=np.float64)
 
 
-def _weigh_rows(weighers: Sequence[BaseHostWeigher], view: HostView, spec_obj: RequestSpec,
-                excluded: list[Exclusion] | None) -> WeighedView:
+def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
+                spec_obj: RequestSpec, *, excluded: list[Exclusion] | None = None,
+                vectorised: bool = True) -> WeighedView:
+    """Weigh ``hosts`` (rows of a host table; other sequences become one) and
+    order them best first (descending weight, ties in input order).
+
+    Hosts a weigher cannot weigh (:meth:`BaseHostWeigher.unweighable_reason`)
+    are left out of the result, whatever the number of hosts, and appended
+    to ``excluded`` when given. With at most one host left nothing is weighed
+    (Nova skips it) and weights are 0.0. With ``vectorised``, a weigher with
+    trusted column-wise hooks weighs all rows at once; without, every weigher
+    weighs host by host. Raises :class:`WeigherError` naming the weigher when a
+    plugin raises.
+    """
+    view = as_view(hosts)
     table = view.table
-    view = _weighable_rows(weighers, view, spec_obj, excluded)
+    view = _weighable(weighers, view, spec_obj, excluded, vectorised)
     rows = view.rows
     weights = np.zeros(len(rows), dtype=np.float64)
     contributions: dict[str, np.ndarray] = {}
@@ -227,11 +221,11 @@ def _weigh_rows(weighers: Sequence[BaseHostWeigher], view: HostView, spec_obj: R
     for weigher in weighers:
         name = weigher.name
         try:
-            raw = _raw_rows(weigher, view, spec_obj)
+            raw = _raw_weights(weigher, view, spec_obj, weights, vectorised)
             if len(raw) != len(rows):
                 raise ValueError(f'returned {len(raw)} weights for {len(rows)} hosts')
             normalized = normalize_array(raw, weigher.minval, weigher.maxval)
-            multipliers = _multiplier_rows(weigher, view)
+            multipliers = _multipliers(weigher, view, vectorised)
         except Exception as exc:
             raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
         if normalized is _ALL_ZERO:
@@ -252,37 +246,50 @@ def _weigh_rows(weighers: Sequence[BaseHostWeigher], view: HostView, spec_obj: R
                 f'{table.label(r)}: {m} * {n:.4f} ({w})'
                 for r, w, n, m in zip(shown, raw.tolist(), normalized.tolist(), per_row,
                                       strict=False)))
-    # Ordered (descending, stable, as sorted(..., reverse=True) on the per-host
-    # path) as far as it is read.
+    # Ordered as far as it is read (a stable sort by descending weight).
     return WeighedView(table, rows, weights, contributions)
 
 
-def _weighable_rows(weighers: Sequence[BaseHostWeigher], view: HostView,
-                    spec_obj: RequestSpec, excluded: list[Exclusion] | None) -> HostView:
+def _weighable(weighers: Sequence[BaseHostWeigher], view: HostView, spec_obj: RequestSpec,
+               excluded: list[Exclusion] | None, vectorised: bool) -> HostView:
     for weigher in weighers:
+        # Most weighers weigh every host; skip the per-host call for them.
         if type(weigher).unweighable_reason is BaseHostWeigher.unweighable_reason:
             continue
-        everyone = trusted_hook(weigher, 'weighs_every_host', BaseHostWeigher,
-                                ('unweighable_reason',))
+        name = weigher.name
+        everyone = (trusted_hook(weigher, 'weighs_every_host', BaseHostWeigher,
+                                 ('unweighable_reason',)) if vectorised else None)
         try:
             if everyone is not None and everyone(spec_obj):
                 continue
         except Exception as exc:
-            raise WeigherError(weigher.name, f'{type(exc).__name__}: {exc}') from exc
-        kept = {id(h) for h in _weighable([weigher], list(view), spec_obj, excluded)}
-        table = view.table
-        view = view.where(np.array([id(table.host(r)) in kept for r in view.rows.tolist()],
-                                   dtype=bool))
+            raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
+        keep = np.ones(len(view), dtype=bool)
+        for pos, host in enumerate(view):
+            try:
+                reason = weigher.unweighable_reason(host, spec_obj)
+            except Exception as exc:
+                raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
+            if reason is None:
+                continue
+            keep[pos] = False
+            LOG.debug('%s cannot weigh %s: %s', name, host_label(host), reason)
+            _warn_unweighable(name, host_label(host), reason)
+            if excluded is not None:
+                excluded.append(Exclusion(name, host, reason))
+        view = view.where(keep)
     return view
 
 
-def _raw_rows(weigher: BaseHostWeigher, view: HostView, spec_obj: RequestSpec) -> np.ndarray:
-    hook = trusted_hook(weigher, 'raw_weights', BaseHostWeigher,
-                        ('_weigh_object', 'weigh_objects'))
+def _raw_weights(weigher: BaseHostWeigher, view: HostView, spec_obj: RequestSpec,
+                 weights: np.ndarray, vectorised: bool) -> np.ndarray:
+    hook = (trusted_hook(weigher, 'raw_weights', BaseHostWeigher,
+                         ('_weigh_object', 'weigh_objects')) if vectorised else None)
     raw = hook(view.table, view.rows, spec_obj) if hook is not None else None
     if raw is None:
-        return np.asarray(weigher.weigh_objects([WeighedHost(h) for h in view], spec_obj),
-                          dtype=np.float64)
+        # Nova's weighed objects carry the weight the weighers before gave them.
+        weighed = [WeighedHost(h, w) for h, w in zip(view, weights.tolist(), strict=True)]
+        return np.asarray(weigher.weigh_objects(weighed, spec_obj), dtype=np.float64)
     raw = np.asarray(raw, dtype=np.float64)
     if weigher.minval is not None:
         raw = np.maximum(raw, weigher.minval)
@@ -291,52 +298,13 @@ def _raw_rows(weigher: BaseHostWeigher, view: HostView, spec_obj: RequestSpec) -
     return raw
 
 
-def _multiplier_rows(weigher: BaseHostWeigher, view: HostView) -> np.ndarray | float:
-    hook = trusted_hook(weigher, 'multipliers', BaseHostWeigher, ('weight_multiplier',))
+def _multipliers(weigher: BaseHostWeigher, view: HostView,
+                 vectorised: bool) -> np.ndarray | float:
+    hook = (trusted_hook(weigher, 'multipliers', BaseHostWeigher, ('weight_multiplier',))
+            if vectorised else None)
     values = hook(view.table, view.rows) if hook is not None else None
     if values is None:
         return np.array([float(weigher.weight_multiplier(h)) for h in view], dtype=np.float64)
     if isinstance(values, (int, float)):
         return float(values)
     return np.asarray(values, dtype=np.float64)
-
-
-def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
-                spec_obj: RequestSpec, *,
-                excluded: list[Exclusion] | None = None) -> Sequence[WeighedHost]:
-    """Weigh and sort ``hosts`` (descending, stable).
-
-    Hosts a weigher cannot weigh (:meth:`BaseHostWeigher.unweighable_reason`)
-    are left out of the result, whatever the number of hosts, and appended
-    to ``excluded`` when given. With at most one host left nothing is weighed
-    (Nova skips it) and weights are 0.0. Raises :class:`WeigherError` naming
-    the weigher when a plugin raises.
-
-    With a :class:`~scheduler.host_table.HostView`, weighers with column-wise
-    hooks weigh all rows at once and the answer is a
-    :class:`~scheduler.host_table.WeighedView` (same order, same weights).
-    """
-    if isinstance(hosts, HostView):
-        return _weigh_rows(weighers, hosts, spec_obj, excluded)
-    weighed = [WeighedHost(h) for h in _weighable(weighers, hosts, spec_obj, excluded)]
-    if len(weighed) <= 1:
-        return weighed
-    for weigher in weighers:
-        name = weigher.name
-        try:
-            raw = list(weigher.weigh_objects(weighed, spec_obj))
-            if len(raw) != len(weighed):
-                raise ValueError(f'returned {len(raw)} weights for {len(weighed)} hosts')
-            normalized = normalize(raw, weigher.minval, weigher.maxval)
-            multipliers = [float(weigher.weight_multiplier(w.host)) for w in weighed]
-        except Exception as exc:
-            raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
-        for w, value, multiplier in zip(weighed, normalized, multipliers, strict=True):
-            score = multiplier * value
-            w.weight += score
-            w.contributions[name] = w.contributions.get(name, 0.0) + score
-        if LOG.isEnabledFor(logging.DEBUG):
-            rows = zip(weighed[:_LOG_HOSTS], raw, normalized, multipliers, strict=False)
-            LOG.debug('%s (multiplier * normalised raw): %s', name, ', '.join(
-                f'{host_label(w.host)}: {m} * {n:.4f} ({r})' for w, r, n, m in rows))
-    return sorted(weighed, key=lambda w: w.weight, reverse=True)

@@ -15,8 +15,7 @@ from scheduler.filters.workload import (
     IoOpsFilter,
     NumInstancesFilter,
 )
-from scheduler.host_state import build_host_states
-from tests.builders import configured, make_aggregate, make_host, make_spec, uuid_for
+from tests.builders import configured, host_states, make_aggregate, make_host, make_spec, uuid_for
 
 LOGGER = 'scheduler.filters.workload'
 
@@ -192,7 +191,7 @@ def test_host_states_know_whether_any_cast_reported_the_hosts_instances():
     catalog.update_instance_info('told', [uuid_for('vm')])
     catalog.sync_instance_info('empty', [])
 
-    hosts = {h.host: h for h in build_host_states(_candidates_for('told', 'empty', 'silent'),
+    hosts = {h.host: h for h in host_states(_candidates_for('told', 'empty', 'silent'),
                                                   catalog)}
 
     assert {name: h.instance_info_known for name, h in hosts.items()} == {

@@ -1,4 +1,5 @@
-"""Host states from Placement's answer: trees, sharing providers, the catalog, consumption.
+"""Host states from Placement's answer (the rows of a host table): trees, sharing
+providers, the catalog, consumption.
 
 One cloud throughout: compute ``cn1`` is a tree (memory on the root, vCPUs on
 two NUMA children), ``cn2`` a single provider, and ``nfs`` a sharing provider
@@ -10,9 +11,10 @@ import pytest
 
 from placement_client.models import AllocationRequest, Candidates, ProviderSummary, ResourceUsage
 from scheduler.catalog import HostCatalog
-from scheduler.host_state import SHARING_TRAIT, build_host_states, host_roots
+from scheduler.host_state import SHARING_TRAIT
+from scheduler.host_table import HostTable
 from scheduler.objects.spec import Aggregate
-from tests.builders import CELL, uuid_for
+from tests.builders import CELL, host_states, uuid_for
 
 CN1, NUMA0, NUMA1 = uuid_for('cn1'), uuid_for('cn1-numa0'), uuid_for('cn1-numa1')
 CN2, NFS = uuid_for('cn2'), uuid_for('nfs')
@@ -60,6 +62,12 @@ def by_host(hosts):
     return {h.uuid: h for h in hosts}
 
 
+def host_roots(candidates: Candidates) -> dict:
+    """Each host's allocation requests, as a host table groups Placement's answer."""
+    hosts = HostTable(candidates, HostCatalog(default_cell_uuid=CELL)).view()
+    return {h.uuid: h.allocation_candidates for h in hosts}
+
+
 # ---------------------------------------------------------------------- host_roots
 
 
@@ -78,11 +86,11 @@ def test_a_request_only_from_nested_children_belongs_to_their_root():
     assert host_roots(candidates(CHILD_ONLY)) == {CN1: [CHILD_ONLY]}
 
 
-# ---------------------------------------------------------------------- build_host_states
+# ---------------------------------------------------------------------- host states
 
 
 def test_a_host_state_sums_its_tree_and_leaves_the_sharing_provider_out(catalog):
-    hosts = by_host(build_host_states(candidates(ON_NUMA0, ON_CN2), catalog))
+    hosts = by_host(host_states(candidates(ON_NUMA0, ON_CN2), catalog))
 
     cn1 = hosts[CN1]
     assert cn1.tree_providers == {CN1, NUMA0, NUMA1}
@@ -95,7 +103,7 @@ def test_a_host_state_sums_its_tree_and_leaves_the_sharing_provider_out(catalog)
 
 
 def test_the_catalog_gives_names_cell_zone_and_instances(catalog):
-    hosts = by_host(build_host_states(candidates(ON_NUMA0, ON_CN2), catalog,
+    hosts = by_host(host_states(candidates(ON_NUMA0, ON_CN2), catalog,
                                       default_availability_zone='zone0'))
 
     cn1, cn2 = hosts[CN1], hosts[CN2]
@@ -110,7 +118,7 @@ def test_the_catalog_gives_names_cell_zone_and_instances(catalog):
 
 
 def test_only_hosts_with_a_request_become_host_states(catalog):
-    hosts = build_host_states(candidates(ON_CN2), catalog)
+    hosts = host_states(candidates(ON_CN2), catalog)
 
     assert [h.uuid for h in hosts] == [CN2]
 
@@ -120,7 +128,7 @@ def test_only_hosts_with_a_request_become_host_states(catalog):
 
 @pytest.fixture
 def cn1(catalog):
-    return by_host(build_host_states(candidates(ON_NUMA0, ON_NUMA1, CHILD_ONLY), catalog))[CN1]
+    return by_host(host_states(candidates(ON_NUMA0, ON_NUMA1, CHILD_ONLY), catalog))[CN1]
 
 
 def test_fits_checks_each_provider_not_the_trees_total(cn1):
@@ -160,10 +168,10 @@ def test_consume_without_an_instance_uuid_still_counts_the_instance(cn1):
 
 
 def test_consumption_is_per_host_state_not_shared_between_requests(catalog):
-    first = by_host(build_host_states(candidates(ON_NUMA0), catalog))[CN1]
+    first = by_host(host_states(candidates(ON_NUMA0), catalog))[CN1]
     first.consume(ON_NUMA0, 'x')
 
-    second = by_host(build_host_states(candidates(ON_NUMA0), catalog))[CN1]
+    second = by_host(host_states(candidates(ON_NUMA0), catalog))[CN1]
 
     assert second.fits(ON_NUMA0)
     assert second.used == {'MEMORY_MB': 1024, 'VCPU': 3}

@@ -1,12 +1,12 @@
-"""The columnar path decides exactly as the per-host path does.
+"""The host table: column-wise hooks decide exactly as plugins judging host by host.
 
-Every request below runs twice over the same Placement answer and catalog:
-once with a HostState per host and every plugin host by host (Nova's way,
-``[scheduler] columnar_host_states = False``), once over a HostTable where
-the built-in filters and weighers judge all rows at once. For random clouds
-and requests, both must remove the same hosts for the same reasons, give every
-host the same weight to the last bit, order them the same way, and place
-every instance of a multi-instance request on the same host.
+Every request below runs twice over the same Placement answer and catalog, each
+time over a table of its hosts: once with every plugin judging host by host
+(Nova's way, ``[scheduler] columnar_host_states = False``), once with the
+built-in filters and weighers judging all rows at once through their hooks. For
+random clouds and requests, both must remove the same hosts for the same
+reasons, give every host the same weight to the last bit, order them the same
+way, and place every instance of a multi-instance request on the same host.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from scheduler.catalog.hosts_file import HostsFileContent
 from scheduler.filters.base import BaseHostFilter
 from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.handler import apply_filters
-from scheduler.host_state import SHARING_TRAIT, HostRecord, build_host_states
-from scheduler.host_table import HostTable, HostView, top_positions
+from scheduler.host_state import SHARING_TRAIT, HostRecord
+from scheduler.host_table import COLUMNS, HostTable, HostView, top_positions
 from scheduler.objects.spec import Aggregate, Flavor, ImageMeta, ImageMetaProps, InstanceGroup
 from scheduler.pipeline.ordering import first_fitting, order_hosts
 from scheduler.weights.base import BaseHostWeigher, weigh_hosts
@@ -165,16 +165,17 @@ def random_conf(rng: random.Random):
 
 
 # ------------------------------------------------------------------ both paths
-def decide(hosts, filters, weighers, spec, uuids, conf, seed):
+def decide(hosts, filters, weighers, spec, uuids, conf, seed, *, vectorised):
     """Every instance's filter steps, weights, order and placement."""
     rng = random.Random(seed)
     fs = conf.filter_scheduler
     trail = []
     for index, instance_uuid in enumerate(uuids):
         spec.instance_uuid = instance_uuid
-        run = apply_filters(filters, hosts, spec, instance_index=index)
+        run = apply_filters(filters, hosts, spec, instance_index=index, vectorised=vectorised)
         excluded: list = []
-        weighed = weigh_hosts(weighers, run.hosts, spec, excluded=excluded)
+        weighed = weigh_hosts(weighers, run.hosts, spec, excluded=excluded,
+                              vectorised=vectorised)
         ordered = order_hosts(weighed, host_subset_size=fs.host_subset_size,
                               shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
                               rng=rng)
@@ -204,7 +205,7 @@ def load_plugins(conf):
 
 
 @pytest.mark.parametrize('seed', range(120))
-def test_columns_and_per_host_objects_make_the_same_decisions(seed):
+def test_column_hooks_and_host_by_host_plugins_make_the_same_decisions(seed):
     rng = random.Random(seed)
     candidates, catalog, instances = random_cloud(rng, rng.randint(1, 40))
     conf = random_conf(rng)
@@ -212,11 +213,11 @@ def test_columns_and_per_host_objects_make_the_same_decisions(seed):
     spec_b = copy.deepcopy(spec)
 
     filters, weighers = load_plugins(conf)
-    per_host = decide(build_host_states(candidates, catalog), filters, weighers, spec, uuids,
-                      conf, seed)
+    per_host = decide(HostTable(candidates, catalog).view(), filters, weighers, spec, uuids,
+                      conf, seed, vectorised=False)
     filters, weighers = load_plugins(conf)
-    view = HostTable(candidates, catalog).view()
-    columnar = decide(view, filters, weighers, spec_b, uuids, conf, seed)
+    columnar = decide(HostTable(candidates, catalog).view(), filters, weighers, spec_b, uuids,
+                      conf, seed, vectorised=True)
 
     assert columnar == per_host
 
@@ -273,10 +274,10 @@ def test_plugins_written_per_host_keep_working_on_columns():
     weighers = [PerHostWeigher()]
     spec = make_spec(flavor=Flavor(vcpus=2, memory_mb=2048, root_gb=10))
 
-    per_host = decide(build_host_states(candidates, catalog), filters, weighers, spec,
-                      [None], conf, 0)
+    per_host = decide(HostTable(candidates, catalog).view(), filters, weighers, spec,
+                      [None], conf, 0, vectorised=False)
     columnar = decide(HostTable(candidates, catalog).view(), filters, weighers, spec,
-                      [None], conf, 0)
+                      [None], conf, 0, vectorised=True)
 
     assert columnar == per_host
     removed = dict(per_host[0]['steps'][0][2])
@@ -326,16 +327,68 @@ def test_a_request_s_hosts_are_freed_without_the_garbage_collector():
         gc.enable()
 
 
-def test_a_record_keeps_what_a_table_derived_from_it_outside_its_value():
+def test_a_record_s_columns_are_derived_once_and_kept_outside_its_value():
     rng = random.Random(11)
     candidates, catalog, _ = random_cloud(rng, 6)
     first = HostTable(candidates, catalog)
     record = first.records[0]
-    derived = record.table_values
-    assert derived is not None
+    derived = HostTable.record_values(record)
     # The next request reads the same values, not a new derivation.
-    assert HostTable(candidates, catalog).records[0].table_values is derived
-    # A record's value is its fields: the derived slot is not compared or shown.
-    bare = dataclasses.replace(record)
-    assert bare.table_values is None and bare == record
-    assert 'table_values' not in repr(record)
+    assert HostTable.record_values(HostTable(candidates, catalog).records[0]) is derived
+    # A record's value is its fields: nothing derived is stored on it.
+    assert dataclasses.replace(record) == record
+    assert not hasattr(record, '__dict__')
+
+
+def test_a_record_the_catalog_dropped_leaves_the_cache_with_it():
+    record = HostRecord(nodename='gone', service_host='gone', cell_uuid=CELL,
+                        stats={'io_workload': '3'})
+    cached = len(HostTable.record_values)
+    values = HostTable.record_values(record)
+    assert values[[c.name for c in COLUMNS].index('num_io_ops')] == 3
+    assert len(HostTable.record_values) == cached + 1
+
+    del record
+
+    assert len(HostTable.record_values) == cached
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_columns_read_from_records_equal_those_read_from_their_host_states(seed):
+    """The two sources of a table's columns (a Placement answer's records, or
+    HostStates handed over) agree on every column of the schema."""
+    rng = random.Random(seed)
+    candidates, catalog, _ = random_cloud(rng, rng.randint(1, 30))
+    from_answer = HostTable(candidates, catalog)
+    from_hosts = HostTable.from_hosts(list(HostTable(candidates, catalog).view()))
+
+    for column in COLUMNS:
+        a, b = getattr(from_answer, column.name), getattr(from_hosts, column.name)
+        if column.dtype is None:
+            assert a == b, column.name
+        else:
+            assert np.array_equal(a, b, equal_nan=column.dtype is np.float64), column.name
+    for rc in from_answer.capacity:
+        assert np.array_equal(from_answer.capacity[rc], from_hosts.capacity[rc])
+        assert np.array_equal(from_answer.used[rc], from_hosts.used[rc])
+    assert from_answer.supported_codes.tolist() == from_hosts.supported_codes.tolist()
+    assert from_answer.instances == from_hosts.instances
+
+
+def test_every_column_of_the_schema_is_declared_on_the_table():
+    declared = HostTable.__annotations__
+    assert {c.name for c in COLUMNS} <= set(declared)
+
+
+def test_consuming_a_handed_over_host_updates_every_table_it_is_in():
+    rng = random.Random(2)
+    candidates, catalog, _ = random_cloud(rng, 3)
+    hosts = list(HostTable(candidates, catalog).view())
+    first, second = HostTable.from_hosts(hosts), HostTable.from_hosts(hosts)
+
+    hosts[1].consume(first_fitting(hosts[1]), 'new-instance')
+
+    for table in (first, second):
+        assert table.used['MEMORY_MB'][1] == hosts[1].used['MEMORY_MB']
+        assert table.num_io_ops[1] == hosts[1].num_io_ops
+        assert table.members_on_rows(['new-instance']).tolist() == [0, 1, 0]

@@ -15,9 +15,8 @@ import pytest
 from scheduler import explain, plugins
 from scheduler.explain import InstanceAttempt, RequestTrace
 from scheduler.filters.compute import ComputeFilter
-from scheduler.host_state import build_host_states
 from scheduler.objects.spec import Aggregate
-from tests.builders import make_conf, uuid_for
+from tests.builders import host_states, make_conf, uuid_for
 from tests.unit.test_host_table import NOW, random_cloud, random_spec
 
 OTHER_PROJECT = 'another-project-7f3c'
@@ -98,7 +97,7 @@ def test_no_filter_reason_names_host_data(name):
     for seed in range(40):
         candidates, catalog, spec = cloud(seed)
         plugin = load('filter', name)
-        for host in build_host_states(candidates, catalog):
+        for host in host_states(candidates, catalog):
             result = plugin.filter_result(host, spec)
             if result.passed:
                 continue
@@ -113,7 +112,7 @@ def test_no_weigher_reason_names_host_data(name):
     for seed in range(40):
         candidates, catalog, spec = cloud(seed)
         plugin = load('weigher', name)
-        for host in build_host_states(candidates, catalog):
+        for host in host_states(candidates, catalog):
             reason = plugin.unweighable_reason(host, spec)
             if reason is not None:
                 assert not identifying(reason, catalog, candidates), reason
@@ -124,7 +123,7 @@ def test_no_stage_reason_names_host_data():
     filters = [load('filter', name) for name in ALL_FILTERS]
     for seed in range(40):
         candidates, catalog, spec = cloud(seed)
-        hosts = build_host_states(candidates, catalog)
+        hosts = host_states(candidates, catalog)
         steps, left = [], len(hosts)
         for plugin in filters:
             removed: dict[str, int] = {}
