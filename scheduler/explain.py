@@ -70,6 +70,21 @@ class RequestTrace:
         self.attempts.append(attempt)
         return attempt
 
+    def restart_query(self) -> None:
+        """Forget what the Placement query and the stages after it recorded, to decide
+        once more on a new answer (the request filters ran once and stay)."""
+        self.query = self.query_for_users = None
+        self.limit = self.candidates = self.hosts = None
+        self.prefilter_removed = {}
+        self.attempts = []
+        self.placement_error = None
+
+    def note_retry_without_limit(self, first_limit: int | None) -> None:
+        note = (f'asked again without a limit: the first {first_limit} candidates '
+                f'had no host that could be chosen')
+        self.query = f'{self.query} ({note})'
+        self.query_for_users = f'{self.query_for_users} ({note})'
+
     @property
     def truncated(self) -> bool:
         """Placement may have had more candidates than the limit let through."""

@@ -34,7 +34,7 @@ from oslo_config import cfg
 
 from placement_client.api import PlacementAPI
 from scheduler import exceptions as exc
-from scheduler import explain
+from scheduler import explain, metrics
 from scheduler.catalog.resolver import HostResolver
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
@@ -49,7 +49,7 @@ from scheduler.pipeline import answer
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline import request_filters as request_filters_stage
 from scheduler.pipeline.candidate_reuse import CandidateReuse
-from scheduler.pipeline.claim import Claiming
+from scheduler.pipeline.claim import Claiming, spec_checkpoint
 from scheduler.pipeline.decide import Decision, Ranking, decide
 from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
@@ -220,7 +220,32 @@ class SchedulerManager:
                                   self.conf, trace)
         candidates = self.query.candidates(context, spec, trace, claim=claim)
         hosts = self.hosts.for_candidates(context, spec, candidates, trace)
-        return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
+        if not (trace.truncated and self.conf.scheduler.retry_without_limit):
+            return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
+        # Placement stopped at ``limit`` candidates, and what it cannot express (a
+        # disabled service, an aggregate's tenancy) may reject every one of them while
+        # hosts beyond the limit fit: ask once more without the limit rather than
+        # answer NoValidHost (Placement computes every candidate before applying the
+        # limit, so the second query costs about what the first did).
+        restore = spec_checkpoint(spec)
+        try:
+            return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
+        except exc.NoValidHost:
+            if trace.placement_error is not None:
+                raise
+        restore()
+        first = trace.limit
+        trace.restart_query()
+        candidates = self.query.candidates(context, spec, trace, claim=claim, unlimited=True)
+        trace.note_retry_without_limit(first)
+        hosts = self.hosts.for_candidates(context, spec, candidates, trace)
+        try:
+            decision = self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
+        except exc.NoValidHost:
+            metrics.RETRIES_WITHOUT_LIMIT.inc(outcome='novalidhost')
+            raise
+        metrics.RETRIES_WITHOUT_LIMIT.inc(outcome='placed')
+        return decision
 
     def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
                     hosts: HostView, *, trace: RequestTrace, claim: bool,

@@ -236,6 +236,12 @@ PLACEMENT_ERRORS = REGISTRY.register(Counter(
     'Placement calls that did not succeed, by kind: unavailable (after retries), auth, '
     'bad_request, not_found, conflict, version, client_error, other.',
     ('kind',)))
+RETRIES_WITHOUT_LIMIT = REGISTRY.register(Counter(
+    'scheduler_retries_without_limit_total',
+    'Requests whose answer, cut at max_placement_results, had no host that could be '
+    'chosen, asked again without the limit ([scheduler] retry_without_limit), by outcome '
+    '(placed, novalidhost).',
+    ('outcome',)))
 CANDIDATES = REGISTRY.register(Histogram(
     'scheduler_allocation_candidates',
     'Allocation candidates Placement returned per request.', buckets=CANDIDATE_BUCKETS))

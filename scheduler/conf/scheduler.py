@@ -65,6 +65,15 @@ nova_opts = [
                     'Sent as ``limit`` on ``GET /allocation_candidates``. A low value '
                     'makes each request cheaper but may leave out the hosts the filters '
                     'and weighers would have preferred.'),
+    cfg.BoolOpt('retry_without_limit', default=True,
+                help='When Placement\'s answer was cut at ``max_placement_results`` and no '
+                     'host of it could be chosen (filters Placement cannot express, such as '
+                     'a disabled compute service or an aggregate\'s tenancy, removed them '
+                     'all, or every claim was refused), ask Placement once more without the '
+                     'limit before answering NoValidHost: hosts beyond the limit may fit. '
+                     'Placement computes every candidate before it applies the limit, so the '
+                     'second query costs about what the first did, and only such requests '
+                     'pay it. False keeps Nova\'s behaviour: the request fails.'),
     cfg.IntOpt('workers', default=_cpu_count(), min=0,
                sample_default='<number of CPUs available to the process>',
                help='Number of workers for the scheduler service.\n\n'

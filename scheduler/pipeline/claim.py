@@ -14,7 +14,7 @@ all-or-nothing rule (doc/design.md#claims-all-or-nothing).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from oslo_config import cfg
@@ -159,3 +159,22 @@ def consume(spec: RequestSpec, placed: Placed) -> None:
     for rg in spec.requested_resources:
         if rg.requester_id is not None and rg.requester_id in mappings:
             rg.provider_uuids = list(mappings[rg.requester_id])
+
+
+def spec_checkpoint(spec: RequestSpec) -> Callable[[], None]:
+    """A way back to the spec as it was before deciding: what :func:`consume` and
+    :func:`~scheduler.pipeline.decide.decide` change of it (the instance uuid, the
+    group's hosts, the request groups' providers), for deciding once more."""
+    instance_uuid = spec.instance_uuid
+    group = spec.instance_group
+    group_hosts = list(group.hosts) if group is not None else []
+    providers = [list(rg.provider_uuids) for rg in spec.requested_resources]
+
+    def restore() -> None:
+        spec.instance_uuid = instance_uuid
+        if group is not None:
+            group.hosts[:] = group_hosts
+        for rg, uuids in zip(spec.requested_resources, providers, strict=True):
+            rg.provider_uuids = uuids
+    return restore
+

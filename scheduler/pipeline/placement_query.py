@@ -45,13 +45,14 @@ class PlacementQuery:
         self.reuse = reuse
 
     def candidates(self, context: RequestContext, spec: RequestSpec, trace: RequestTrace, *,
-                   claim: bool) -> Candidates:
-        """Placement's answer for ``spec``; NoValidHost when it holds no candidate."""
+                   claim: bool, unlimited: bool = False) -> Candidates:
+        """Placement's answer for ``spec`` (all of it with ``unlimited``); NoValidHost
+        when it holds no candidate."""
         in_tree, multi_node = self.resolve_destination(context, spec)
         # With several nodes behind the requested host, the right one might not be
         # among the first N candidates (Nova drops the limit too); the hints that
         # have the same effect are handled by the translation.
-        limit = None if multi_node else self.conf.scheduler.max_placement_results
+        limit = None if multi_node or unlimited else self.conf.scheduler.max_placement_results
         try:
             translated = build_query(spec, limit=limit, in_tree=in_tree)
         except exc.RequestTranslationError as e:
