@@ -31,8 +31,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +39,9 @@ from oslo_config import cfg
 
 from scheduler.catalog.hosts_file import normalize_uuid, parse_supported_instances
 from scheduler.catalog.periodic import PeriodicSync
+from scheduler.catalog.readonly_db import ReadOnlyDatabase, sqlalchemy_module
 from scheduler.conf.cell_database import GROUP
-from scheduler.exceptions import ConfigurationError, HostDataError, SchedulerError
+from scheduler.exceptions import HostDataError, SchedulerError
 from scheduler.objects.numa import HostNUMATopology, parse_host_numa_topology
 from scheduler.objects.pci import HostPciStats, parse_pci_pools
 
@@ -54,15 +54,8 @@ LOG = logging.getLogger(__name__)
 QUERY = ('SELECT uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
          'cpu_allocation_ratio, ram_allocation_ratio, supported_instances '
          'FROM compute_nodes WHERE deleted = 0')
-_SESSION_SETUP = {
-    'mysql': ('SET SESSION TRANSACTION READ ONLY',),
-    'sqlite': ('PRAGMA query_only = ON',),
-    # PostgreSQL gets default_transaction_read_only as a connection option.
-    'postgresql': (),
-}
 _CELL_PREFIX_RE = re.compile(r'^([0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?'
                              r'[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12})=(.+)$')
-_URL_USERINFO_RE = re.compile(r'(//[^/:@\s]*:)[^/@\s]+@')
 #: Problems named per round, per cell, before "and N more".
 _MAX_ROW_WARNINGS = 10
 
@@ -155,86 +148,30 @@ def _ratio(value: Any) -> float | None:
     return ratio if ratio and ratio > 0 else None
 
 
-def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for logs and errors)."""
-    return _URL_USERINFO_RE.sub(r'\1***@', url)
-
-
-class CellDatabaseReader:
+class CellDatabaseReader(ReadOnlyDatabase):
     """Reads one cell database; thread-compatible (one read at a time per reader)."""
 
     def __init__(self, url: str, *, cell_uuid: str | None = None, connect_timeout: int = 5,
                  query_timeout: int = 30):
-        sqlalchemy = _sqlalchemy()
+        super().__init__(url, option=f'[{GROUP}] connections', error=CellDatabaseError,
+                         connect_timeout=connect_timeout, query_timeout=query_timeout)
         self.cell_uuid = cell_uuid
-        try:
-            parsed = sqlalchemy.engine.make_url(url)
-        except Exception:  # noqa: BLE001 - its message would quote the URL, password included
-            # Not quoted: what cannot be parsed cannot be masked either.
-            raise ConfigurationError(
-                f'[{GROUP}] connections: an entry is not a SQLAlchemy URL '
-                f'(dialect+driver://user:password@host/database)') from None
-        self.label = parsed.render_as_string(hide_password=True)
-        self._password = parsed.password
-        backend = parsed.get_backend_name()
-        if backend not in _SESSION_SETUP:
-            raise ConfigurationError(
-                f'[{GROUP}] connections: {self.label}: only MySQL/MariaDB, PostgreSQL and '
-                f'SQLite can be opened read-only here, not {backend!r}')
-        self._setup = _SESSION_SETUP[backend]
-        self._engine = sqlalchemy.create_engine(
-            parsed, poolclass=sqlalchemy.pool.NullPool,
-            connect_args=_connect_args(backend, parsed.get_driver_name(), connect_timeout,
-                                       query_timeout))
-        sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
-
-    def _read_only_session(self, dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        try:
-            for statement in self._setup:
-                cursor.execute(statement)
-        finally:
-            cursor.close()
-
-    @contextmanager
-    def connect(self) -> Iterator[Any]:
-        """A read-only SQLAlchemy connection (rolled back when done); errors are
-        :class:`CellDatabaseError` with the password scrubbed."""
-        sqlalchemy = _sqlalchemy()
-        try:
-            with self._engine.connect() as connection:
-                try:
-                    yield connection
-                finally:
-                    connection.rollback()
-        except sqlalchemy.exc.SQLAlchemyError as e:
-            detail = str(getattr(e, 'orig', None) or e).strip().splitlines()[0][:300]
-            raise CellDatabaseError(f'{type(e).__name__}: {self._scrub(detail)}') from None
 
     def read(self) -> tuple[list[ComputeNodeData], list[str]]:
         """The compute nodes of this cell and the problems found in their rows."""
-        sqlalchemy = _sqlalchemy()
+        sqlalchemy = sqlalchemy_module(self._option)
         with self.connect() as connection:
             rows = connection.execute(sqlalchemy.text(QUERY)).all()
         return parse_rows(rows, self.cell_uuid)
 
     def read_nodes(self, provider_uuids: Sequence[str]) -> tuple[list[ComputeNodeData], list[str]]:
         """:meth:`read`, for these compute nodes only (bound parameters)."""
-        sqlalchemy = _sqlalchemy()
+        sqlalchemy = sqlalchemy_module(self._option)
         statement = sqlalchemy.text(QUERY + ' AND uuid IN :uuids').bindparams(
             sqlalchemy.bindparam('uuids', expanding=True))
         with self.connect() as connection:
             rows = connection.execute(statement, {'uuids': list(provider_uuids)}).all()
         return parse_rows(rows, self.cell_uuid)
-
-    def close(self) -> None:
-        self._engine.dispose()
-
-    def _scrub(self, text: str) -> str:
-        text = mask_url(text)
-        if self._password:
-            text = text.replace(self._password, '***')
-        return text
 
 
 class CellDatabaseSync(PeriodicSync):
@@ -392,30 +329,3 @@ def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
              if max_age > 0 else 'with the sync only')
     return CellDatabaseSync(catalog, readers, interval=opts.sync_interval,
                             max_age=max_age if max_age >= 0 else None)
-
-
-def _connect_args(backend: str, driver: str, connect_timeout: int,
-                  query_timeout: int) -> dict[str, Any]:
-    if backend == 'postgresql':
-        return {'connect_timeout': connect_timeout,
-                'options': f'-c default_transaction_read_only=on '
-                           f'-c statement_timeout={query_timeout * 1000}'}
-    if backend == 'mysql':
-        args: dict[str, Any] = {'connect_timeout': connect_timeout}
-        if driver in ('pymysql', 'mysqldb'):
-            args['read_timeout'] = query_timeout
-        return args
-    return {'timeout': connect_timeout}
-
-
-def _sqlalchemy() -> Any:
-    try:
-        import sqlalchemy
-        import sqlalchemy.engine
-        import sqlalchemy.exc
-        import sqlalchemy.pool
-    except ImportError:
-        raise ConfigurationError(
-            f'[{GROUP}] connections needs SQLAlchemy and a database driver: install '
-            f'placement-scheduler[celldb]') from None
-    return sqlalchemy

@@ -17,10 +17,10 @@ from scheduler.catalog.cell_db import (
     CellDatabaseReader,
     CellDatabaseSync,
     cell_db_sync_from_conf,
-    mask_url,
     parse_rows,
     split_connection,
 )
+from scheduler.catalog.readonly_db import mask_url
 from scheduler.conf import cell_database as cell_database_conf
 from scheduler.exceptions import ConfigurationError
 from tests.builders import CELL_UUID, make_conf, uuid_for

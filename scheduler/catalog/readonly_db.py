@@ -1,0 +1,127 @@
+"""Read-only SQL connections, for the optional sources that read another service's
+database: Nova's cell databases (:mod:`scheduler.catalog.cell_db`) and Placement's
+(:mod:`scheduler.catalog.placement_db`).
+
+Never a write: every connection is made read-only before it is used
+(``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
+``default_transaction_read_only`` on PostgreSQL, ``PRAGMA query_only`` on SQLite),
+so even credentials that could write cannot. Connections are not pooled (one per
+read). URLs are shown with the password masked, and error texts are scrubbed of
+it. SQLAlchemy and the drivers are the ``celldb`` extra, imported only when a
+connection is configured.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from scheduler.exceptions import ConfigurationError, SchedulerError
+
+_SESSION_SETUP = {
+    'mysql': ('SET SESSION TRANSACTION READ ONLY',),
+    'sqlite': ('PRAGMA query_only = ON',),
+    # PostgreSQL gets default_transaction_read_only as a connection option.
+    'postgresql': (),
+}
+_URL_USERINFO_RE = re.compile(r'(//[^/:@\s]*:)[^/@\s]+@')
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs and errors)."""
+    return _URL_USERINFO_RE.sub(r'\1***@', url)
+
+
+class ReadOnlyDatabase:
+    """One database, opened read-only; thread-compatible (one read at a time).
+
+    ``option`` names the setting the URL came from (``[group] name``), for errors;
+    errors while reading are ``error`` (a :class:`SchedulerError`) with the
+    password scrubbed.
+    """
+
+    def __init__(self, url: str, *, option: str, error: type[SchedulerError],
+                 connect_timeout: int = 5, query_timeout: int = 30):
+        sqlalchemy = sqlalchemy_module(option)
+        self._option = option
+        self._error = error
+        try:
+            parsed = sqlalchemy.engine.make_url(url)
+        except Exception:  # noqa: BLE001 - its message would quote the URL, password included
+            # Not quoted: what cannot be parsed cannot be masked either.
+            raise ConfigurationError(
+                f'{option}: an entry is not a SQLAlchemy URL '
+                f'(dialect+driver://user:password@host/database)') from None
+        self.label = parsed.render_as_string(hide_password=True)
+        self._password = parsed.password
+        backend = parsed.get_backend_name()
+        if backend not in _SESSION_SETUP:
+            raise ConfigurationError(
+                f'{option}: {self.label}: only MySQL/MariaDB, PostgreSQL and '
+                f'SQLite can be opened read-only here, not {backend!r}')
+        self._setup = _SESSION_SETUP[backend]
+        self._engine = sqlalchemy.create_engine(
+            parsed, poolclass=sqlalchemy.pool.NullPool,
+            connect_args=_connect_args(backend, parsed.get_driver_name(), connect_timeout,
+                                       query_timeout))
+        sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
+
+    def _read_only_session(self, dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in self._setup:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+    @contextmanager
+    def connect(self) -> Iterator[Any]:
+        """A read-only SQLAlchemy connection (rolled back when done)."""
+        sqlalchemy = sqlalchemy_module(self._option)
+        try:
+            with self._engine.connect() as connection:
+                try:
+                    yield connection
+                finally:
+                    connection.rollback()
+        except sqlalchemy.exc.SQLAlchemyError as e:
+            detail = str(getattr(e, 'orig', None) or e).strip().splitlines()[0][:300]
+            raise self._error(f'{type(e).__name__}: {self._scrub(detail)}') from None
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def _scrub(self, text: str) -> str:
+        text = mask_url(text)
+        if self._password:
+            text = text.replace(self._password, '***')
+        return text
+
+
+def _connect_args(backend: str, driver: str, connect_timeout: int,
+                  query_timeout: int) -> dict[str, Any]:
+    if backend == 'postgresql':
+        return {'connect_timeout': connect_timeout,
+                'options': f'-c default_transaction_read_only=on '
+                           f'-c statement_timeout={query_timeout * 1000}'}
+    if backend == 'mysql':
+        args: dict[str, Any] = {'connect_timeout': connect_timeout}
+        if driver in ('pymysql', 'mysqldb'):
+            args['read_timeout'] = query_timeout
+        return args
+    return {'timeout': connect_timeout}
+
+
+def sqlalchemy_module(option: str) -> Any:
+    """SQLAlchemy, or a ConfigurationError naming ``option`` when it is not installed."""
+    try:
+        import sqlalchemy
+        import sqlalchemy.engine
+        import sqlalchemy.exc
+        import sqlalchemy.pool
+    except ImportError:
+        raise ConfigurationError(
+            f'{option} needs SQLAlchemy and a database driver: install '
+            f'placement-scheduler[celldb]') from None
+    return sqlalchemy
