@@ -55,6 +55,7 @@ from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.hosts import HostBuilder
 from scheduler.pipeline.placement_query import PlacementQuery
+from scheduler.provider_view.view import ProviderView
 from scheduler.request.filters import AggregateSource, RequestFilter
 from scheduler.weights.base import BaseHostWeigher
 
@@ -72,7 +73,8 @@ class SchedulerManager:
                  resolver: HostResolver | None = None,
                  request_filter_sources: AggregateSource | None = None,
                  refresh_service_states: Callable[[], None] | None = None,
-                 refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None):
+                 refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None,
+                 provider_view: ProviderView | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -93,9 +95,11 @@ class SchedulerManager:
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
         self.group_check = GroupClaimCheck(placement, self.cleanups)
+        # Candidates from a recent view of the providers, where it answers exactly.
+        self.provider_view = provider_view
 
         # The stages.
-        self.query = PlacementQuery(conf, placement, catalog, self.reuse)
+        self.query = PlacementQuery(conf, placement, catalog, self.reuse, provider_view)
         self.hosts = HostBuilder(
             conf, placement, catalog,
             # Without one (tests, explain): provider names stand in for unknown hosts.
@@ -108,7 +112,9 @@ class SchedulerManager:
             refresh_service_states=refresh_service_states or (lambda: None),
             refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None))
         self.ranking = Ranking(conf, filters, weighers, self.rng)
-        self.claiming = Claiming(conf, self.claimer, self.cleanups, self.group_check)
+        self.claiming = Claiming(
+            conf, self.claimer, self.cleanups, self.group_check,
+            on_capacity_refused=provider_view.refused if provider_view is not None else None)
 
     # ------------------------------------------------------------------ request
     @overload
@@ -192,8 +198,11 @@ class SchedulerManager:
             selections = answer.selections(spec, placed, decision.ordered, num_alts,
                                            self.ranking.sorted_hosts)
             result = finish(selections) if finish is not None else selections
-            self.reuse.claimed(p.claim.allocations for p in placed
-                               if p.claim is not None and not p.claim.is_move)
+            kept = [p.claim.allocations for p in placed
+                    if p.claim is not None and not p.claim.is_move]
+            self.reuse.claimed(kept)
+            if self.provider_view is not None:
+                self.provider_view.claimed(kept)
             return result
         except Exception as e:
             # Choosing alternates runs the filters and weighers once more, and the

@@ -242,6 +242,11 @@ RETRIES_WITHOUT_LIMIT = REGISTRY.register(Counter(
     'chosen, asked again without the limit ([scheduler] retry_without_limit), by outcome '
     '(placed, novalidhost).',
     ('outcome',)))
+PROVIDER_VIEW_QUERIES = REGISTRY.register(Counter(
+    'scheduler_provider_view_queries_total',
+    'Candidate queries with the provider view on ([scheduler] provider_view), by who '
+    'answered (view, placement) and, for placement, why the view could not.',
+    ('answer', 'why')))
 CANDIDATES = REGISTRY.register(Histogram(
     'scheduler_allocation_candidates',
     'Allocation candidates Placement returned per request.', buckets=CANDIDATE_BUCKETS))

@@ -16,6 +16,7 @@ from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import cell_db_sync_from_conf
 from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
+from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
 from scheduler.conf.placement import load_client
 from scheduler.manager import SchedulerManager
@@ -97,7 +98,8 @@ class SchedulerService:
                                             if self.nova_sync is not None else None),
                                         refresh_compute_nodes=(
                                             self.cell_db_sync.fresh_nodes
-                                            if self.cell_db_sync is not None else None))
+                                            if self.cell_db_sync is not None else None),
+                                        provider_view=provider_view_from_conf(conf))
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

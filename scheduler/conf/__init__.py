@@ -1,10 +1,10 @@
 """Configuration: registering every option the service reads, and parsing.
 
 One module per option group (``scheduler``, ``filter_scheduler``, ``metrics``,
-``placement``, ``nova``, ``pci``, ``cell_database``, ``notifications``, ``workarounds``,
-and ``service`` for ``[DEFAULT]``); ``opts`` feeds oslo-config-generator. Options of
-oslo.log and oslo.messaging are registered here too, so a parsed configuration can be
-validated and read before any transport exists.
+``placement``, ``nova``, ``pci``, ``cell_database``, ``placement_database``,
+``notifications``, ``workarounds``, and ``service`` for ``[DEFAULT]``); ``opts`` feeds
+oslo-config-generator. Options of oslo.log and oslo.messaging are registered here too,
+so a parsed configuration can be validated and read before any transport exists.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from scheduler.conf import (
     opts,
     pci,
     placement,
+    placement_database,
     scheduler,
     service,
     workarounds,
@@ -48,6 +49,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     neutron.register_opts(conf)
     pci.register_opts(conf)
     cell_database.register_opts(conf)
+    placement_database.register_opts(conf)
     notifications.register_opts(conf)
     workarounds.register_opts(conf)
     log.register_options(conf)

@@ -19,6 +19,7 @@ from scheduler.conf import (
     nova,
     pci,
     placement,
+    placement_database,
     scheduler,
     service,
     workarounds,
@@ -28,7 +29,7 @@ from scheduler.conf import (
 CONTROL_EXCHANGE = 'nova'
 
 _MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, neutron, pci,
-            cell_database, notifications, workarounds)
+            cell_database, placement_database, notifications, workarounds)
 
 
 def set_defaults() -> None:

@@ -65,6 +65,23 @@ nova_opts = [
                     'Sent as ``limit`` on ``GET /allocation_candidates``. A low value '
                     'makes each request cheaper but may leave out the hosts the filters '
                     'and weighers would have preferred.'),
+    cfg.BoolOpt('provider_view', default=False,
+                help='Answer the queries it can answer exactly from a shared, recent view '
+                     'of Placement\'s providers read from Placement\'s database '
+                     '(``[placement_database] connection``) instead of one ``GET '
+                     '/allocation_candidates`` per request; Placement still arbitrates every '
+                     'claim, so a stale view costs a claim retry, never an overcommit. The '
+                     'view answers a single unsuffixed request group in a cloud without '
+                     'nested or sharing providers; every other query, and moves, go to '
+                     'Placement as before (``scheduler_provider_view_queries_total`` says '
+                     'which and why). Off by default until its benchmark holds '
+                     '(doc/performance.md).'),
+    cfg.FloatOpt('provider_view_max_age', default=1.0, min=0.0, max=300.0,
+                 help='How old, in seconds, the provider view may be when a request is '
+                      'answered from it; older, the request first reads it again (one read '
+                      'serves every request of the worker waiting for it). A claim refused '
+                      'for capacity also makes the next request read it again. The '
+                      'worker\'s own claims are added to it between reads.'),
     cfg.BoolOpt('retry_without_limit', default=True,
                 help='When Placement\'s answer was cut at ``max_placement_results`` and no '
                      'host of it could be chosen (filters Placement cannot express, such as '

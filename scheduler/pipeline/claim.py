@@ -51,11 +51,14 @@ class Placed:
 class Claiming:
     def __init__(self, conf: cfg.ConfigOpts, claimer: claims_mod.Claimer,
                  cleanups: claims_mod.PendingCleanups,
-                 group_check: GroupClaimCheck):
+                 group_check: GroupClaimCheck,
+                 on_capacity_refused: Callable[[], None] | None = None):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
         self.group_check = group_check
+        #: Told when Placement refused a claim for capacity (the provider view reads again).
+        self.on_capacity_refused = on_capacity_refused
 
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
@@ -86,6 +89,8 @@ class Claiming:
                 except claims_mod.ClaimFailed as e:
                     known = e.known
                     attempt.claim_failures[e.reason] += 1
+                    if e.reason == claims_mod.CAPACITY_EXCEEDED and self.on_capacity_refused:
+                        self.on_capacity_refused()
                     LOG.debug('claim of %s on %s failed: %s', instance_uuid, host.host, e)
                     continue
                 except pexc.PlacementUnavailable as e:

@@ -30,6 +30,9 @@ from scheduler import metrics
 
 LOG = logging.getLogger(__name__)
 
+#: ClaimFailed's reason when Placement refused the claim for capacity.
+CAPACITY_EXCEEDED = 'capacity exceeded'
+
 Allocations = Mapping[str, Mapping[str, int]]
 
 
@@ -127,7 +130,7 @@ class Claimer:
                     request_id=request_id)
             except pexc.CapacityExceeded as exc:
                 metrics.claim_conflict('capacity')
-                raise ClaimFailed('capacity exceeded', exc.detail or '', known=known) from exc
+                raise ClaimFailed(CAPACITY_EXCEEDED, exc.detail or '', known=known) from exc
             except pexc.ProviderGenerationConflict as exc:
                 metrics.claim_conflict('provider_generation')
                 last, tries = exc, tries + 1

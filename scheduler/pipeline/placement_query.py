@@ -15,6 +15,7 @@ from oslo_config import cfg
 
 from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
+from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
 from scheduler import exceptions as exc
@@ -31,6 +32,7 @@ from scheduler.pipeline.failures import (
     placement_failure,
     short,
 )
+from scheduler.provider_view.view import ProviderView
 from scheduler.request.translate import build_query, fallback_query_needed
 
 LOG = logging.getLogger(__name__)
@@ -38,11 +40,12 @@ LOG = logging.getLogger(__name__)
 
 class PlacementQuery:
     def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData,
-                 reuse: CandidateReuse):
+                 reuse: CandidateReuse, view: ProviderView | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
         self.reuse = reuse
+        self.view = view
 
     def candidates(self, context: RequestContext, spec: RequestSpec, trace: RequestTrace, *,
                    claim: bool, unlimited: bool = False) -> Candidates:
@@ -126,6 +129,15 @@ class PlacementQuery:
 
     def _ask(self, context: RequestContext, query: AllocationCandidatesQuery,
              trace: RequestTrace, *, reuse: bool = False) -> Candidates:
+        if reuse and self.view is not None:
+            # The same requests as may reuse an answer: a move's allocations are
+            # not in the view either.
+            answer, why = self.view.answer(query, microversion=ALLOCATION_CANDIDATES_MICROVERSION)
+            metrics.PROVIDER_VIEW_QUERIES.inc(answer='placement' if answer is None else 'view',
+                                              why=why or '')
+            if answer is not None:
+                trace.query = f'{trace.query} (answered from the provider view)'
+                return answer
         key = query.describe()
         if reuse and self.reuse.enabled:
             cached = self.reuse.get(key)

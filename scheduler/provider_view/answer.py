@@ -1,0 +1,160 @@
+"""Which queries a snapshot answers exactly as Placement would, and the answer (pure).
+
+A query with a single request group, the unsuffixed one, whose every resource
+class is held only by root providers that share nothing (no provider below a
+root and no sharing provider has an inventory of it) can only be served by one
+root provider holding the whole request. Placement 16 reaches the same answer on
+either of its paths: provider by provider when the cloud has no nested and no
+sharing provider at all (``research_context.get_provider_ids_matching``,
+``allocation_candidate._alloc_candidates_single_provider``), tree by tree
+otherwise (``get_trees_matching_all``, ``_alloc_candidates_multiple_providers``,
+where the providers with the classes are those roots and the traits the
+allocation's providers must have "collectively" are that root's). That is what
+:func:`candidates` computes:
+
+* each requested class: an inventory with ``used + amount <= (total - reserved) *
+  allocation_ratio``, ``min_unit <= amount <= max_unit`` and ``amount %
+  step_size == 0`` (``_capacity_check_clause``);
+* required traits all on the root, forbidden traits absent, each ``member_of``
+  set met by one of its aggregates, no forbidden aggregate; ``root_required``
+  and ``root_forbidden`` on it; ``in_tree`` naming a provider of its tree;
+* a summary of every provider of each chosen tree, capacity ``int((total -
+  reserved) * allocation_ratio)`` (``_build_provider_summaries``).
+
+Everything else (granular or resourceless groups, ``same_subtree``, a class
+held below a root or by a sharing provider, an ``in_tree`` the snapshot does
+not know) is Placement's to answer: :func:`why_not_exact` names the reason.
+``tests/functional/test_provider_view.py`` holds the answers to Placement's own
+on random clouds and queries.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from placement_client.models import Candidates
+from placement_client.query import AllocationCandidatesQuery
+from scheduler.provider_view.snapshot import ProviderSnapshot
+
+#: Reasons a query goes to Placement (metric label values).
+GRANULAR = 'granular groups'
+RESOURCELESS = 'no resources in the unsuffixed group'
+SAME_SUBTREE = 'same_subtree'
+NESTED = 'a class held below a root'
+SHARING = 'a class held by a sharing provider'
+UNKNOWN_TREE = 'in_tree not in the view'
+
+#: provider uuid -> resource class -> amount claimed since the snapshot was read
+Overlay = Mapping[str, Mapping[str, int]]
+
+
+def why_not_exact(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) -> str | None:
+    """Why ``snapshot`` cannot answer ``query`` exactly as Placement would; None if it can."""
+    groups = [g for g in query.groups if not g.is_empty()]
+    if any(g.suffix for g in groups):
+        return GRANULAR
+    if not groups or not groups[0].resources:
+        return RESOURCELESS
+    if query.same_subtree:
+        return SAME_SUBTREE
+    classes = set(groups[0].resources)
+    if classes & snapshot.nested_classes:
+        return NESTED
+    if classes & snapshot.shared_classes:
+        return SHARING
+    in_tree = groups[0].in_tree
+    if in_tree is not None and in_tree not in snapshot.index:
+        return UNKNOWN_TREE
+    return None
+
+
+def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
+             overlay: Overlay) -> list[int]:
+    """The providers (rows) that hold the whole request, in row order. Only for a
+    query :func:`why_not_exact` accepts."""
+    [group] = [g for g in query.groups if not g.is_empty()]
+    n = len(snapshot)
+    mask = np.ones(n, dtype=bool)
+    if group.in_tree is not None:
+        mask[:] = False
+        mask[snapshot.roots[snapshot.index[group.in_tree]]] = True
+    for rc, amount in group.resources.items():
+        inv = snapshot.inventories.get(rc)
+        if inv is None:
+            return []
+        used = _used(snapshot, rc, inv.used, overlay)
+        step = np.where(inv.step_size > 0, inv.step_size, 1)
+        mask &= (inv.present
+                 & (used + amount <= (inv.total - inv.reserved) * inv.allocation_ratio)
+                 & (inv.min_unit <= amount) & (inv.max_unit >= amount)
+                 & (amount % step == 0))
+        if not mask.any():
+            return []
+    required = group.required_traits | query.root_required
+    forbidden = group.forbidden_traits | query.root_forbidden
+    rows = []
+    for row in np.flatnonzero(mask).tolist():
+        traits = snapshot.traits[row]
+        if not required <= traits or not forbidden.isdisjoint(traits):
+            continue
+        aggregates = snapshot.aggregates[row]
+        if any(aggregates.isdisjoint(any_of) for any_of in group.member_of):
+            continue
+        if not aggregates.isdisjoint(group.forbidden_aggregates):
+            continue
+        rows.append(row)
+    return rows
+
+
+def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
+               overlay: Overlay, microversion: str,
+               rng: random.Random | None = None) -> Candidates:
+    """Placement's answer to ``query`` from ``snapshot`` and this worker's claims since.
+
+    Over ``query.limit`` matching providers, a random sample of that many (as
+    Placement with ``randomize_allocation_candidates``): the hosts a request weighs
+    are spread over the cloud, not the same first few for every request.
+    """
+    [group] = [g for g in query.groups if not g.is_empty()]
+    rows = matching(snapshot, query, overlay)
+    if query.limit is not None and len(rows) > query.limit:
+        rows = sorted((rng or random).sample(rows, query.limit))
+    uuids = snapshot.uuids
+    requests = [{'allocations': {uuids[row]: {'resources': dict(group.resources)}},
+                 'mappings': {'': [uuids[row]]}} for row in rows]
+    summaries = {uuids[member]: _summary(snapshot, member, overlay)
+                 for row in rows for member in snapshot.trees[row]}
+    return Candidates.from_json({'allocation_requests': requests,
+                                 'provider_summaries': summaries}, microversion)
+
+
+def _summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> dict[str, Any]:
+    rp = snapshot.uuids[row]
+    claimed = overlay.get(rp, {})
+    resources = {}
+    for rc, inv in snapshot.inventories.items():
+        if inv.present[row]:
+            capacity = int((int(inv.total[row]) - int(inv.reserved[row]))
+                           * float(inv.allocation_ratio[row]))
+            resources[rc] = {'capacity': capacity,
+                             'used': int(inv.used[row]) + claimed.get(rc, 0)}
+    return {'resources': resources, 'traits': sorted(snapshot.traits[row]),
+            'parent_provider_uuid': snapshot.parents[row],
+            'root_provider_uuid': snapshot.uuids[snapshot.roots[row]]}
+
+
+def _used(snapshot: ProviderSnapshot, rc: str, used: np.ndarray,
+          overlay: Overlay) -> np.ndarray:
+    if not overlay:
+        return used
+    rows = [(snapshot.index[rp], amounts[rc]) for rp, amounts in overlay.items()
+            if rc in amounts and rp in snapshot.index]
+    if not rows:
+        return used
+    used = used.copy()
+    for row, amount in rows:
+        used[row] += amount
+    return used

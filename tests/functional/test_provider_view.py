@@ -1,0 +1,249 @@
+"""The provider view answers as Placement does, on the same state.
+
+Random flat clouds are built through a real Placement's API (inventories with
+reserved amounts, allocation ratios, min/max units and step sizes; traits;
+aggregates; allocations that fill some providers partly), and the view reads
+them from that Placement's own database, read-only. For random queries (resource
+amounts, required and forbidden traits, ``member_of`` sets, forbidden aggregates,
+``in_tree``, ``root_required``), the hosts the view yields, and what it says of
+each (capacity, usage, traits), equal Placement's own answer. Shapes the view
+cannot answer exactly are detected and left to Placement.
+"""
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import pytest
+
+from placement_client.client import PlacementClient
+from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
+from scheduler import exceptions as exc
+from scheduler import metrics
+from scheduler.catalog.placement_db import PlacementDatabaseReader
+from scheduler.provider_view import answer
+from scheduler.simulate import seed
+from tests.builders import PROJECT, USER, boot_spec, new_uuids, select
+from tests.fixtures.placement import make_placement_conf
+from tests.fixtures.postgres_placement import POSTGRES_URL
+from tests.functional.cloud import add_host, consumers_with_allocations
+
+TRAITS = ('HW_CPU_X86_AVX2', 'CUSTOM_SSD', 'CUSTOM_GPU', 'COMPUTE_STATUS_DISABLED')
+AGGREGATES = tuple(str(uuid.uuid5(uuid.NAMESPACE_DNS, f'agg{i}')) for i in range(4))
+CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
+
+
+def random_cloud(client, rng: random.Random, hosts: int, *,
+                 nested: bool = True) -> tuple[list[str], list[str]]:
+    """(root providers, providers below them) of a new random cloud: roots with
+    VCPU, MEMORY_MB and mostly DISK_GB, some with a vGPU child (with ``nested``);
+    maybe a sharing provider of IPV4_ADDRESS."""
+    providers: list[str] = []
+    children: list[str] = []
+    for i in range(hosts):
+        inventories = {}
+        for rc, total in (('VCPU', rng.choice((4, 8, 16))),
+                          ('MEMORY_MB', rng.choice((4096, 8192, 16384))),
+                          ('DISK_GB', rng.choice((50, 100)))):
+            if rc == 'DISK_GB' and rng.random() < 0.2:
+                continue        # a host without local disk
+            inventories[rc] = {
+                'total': total, 'reserved': rng.choice((0, 0, 1, total // 4)),
+                'allocation_ratio': rng.choice((1.0, 1.5, 4.0, 0.9)),
+                'min_unit': rng.choice((1, 1, 2)), 'max_unit': rng.choice((total, total // 2)),
+                'step_size': rng.choice((1, 1, 2))}
+        providers.append(seed.create_provider(
+            client, name=f'view-{i}', uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f'view-{i}')),
+            inventories=inventories, traits=rng.sample(TRAITS, rng.randint(0, 2)),
+            aggregates=rng.sample(AGGREGATES, rng.randint(0, 2))))
+        if nested and rng.random() < 0.3:   # a vGPU below the root, with traits of its own
+            children.append(seed.create_provider(
+                client, name=f'view-{i}-gpu', parent_uuid=providers[-1],
+                inventories={'VGPU': 4}, traits=rng.sample(TRAITS, 1)))
+    if rng.random() < 0.5:          # a sharing provider of a class no root has
+        seed.create_provider(client, name='view-ips', inventories={'IPV4_ADDRESS': 16},
+                             traits=['MISC_SHARES_VIA_AGGREGATE'], aggregates=AGGREGATES[:1])
+    for rp in rng.sample(providers, hosts // 2):
+        # Partly full: an allocation that fits whatever the inventory's rules.
+        usage = client.request('GET', f'/resource_providers/{rp}/inventories',
+                               microversion='1.36').json()['inventories']
+        wanted = {}
+        for rc, inv in usage.items():
+            step, low = inv['step_size'], inv['min_unit']
+            amount = max(low, step) * rng.randint(1, 2)
+            if amount <= inv['max_unit'] and amount <= (
+                    inv['total'] - inv['reserved']) * inv['allocation_ratio']:
+                wanted[rc] = amount
+        if wanted:
+            seed.allocate(client, str(uuid.uuid4()), {rp: wanted}, PROJECT, USER)
+    return providers, children
+
+
+def random_query(rng: random.Random, providers: list[str]) -> AllocationCandidatesQuery:
+    group = RequestGroupQuery(resources={rc: rng.choice((1, 2, 3, 4, 6, 1024, 2048))
+                                         if rc == 'MEMORY_MB' else rng.choice((1, 2, 3, 4, 6))
+                                         for rc in rng.sample(CLASSES, rng.randint(1, 3))})
+    if rng.random() < 0.1:
+        group.resources[rng.choice(('VGPU', 'IPV4_ADDRESS'))] = 1   # left to Placement
+    if rng.random() < 0.3:
+        group.required_traits = set(rng.sample(TRAITS, 1))
+    if rng.random() < 0.3:
+        group.forbidden_traits = set(rng.sample(TRAITS, 1)) - group.required_traits
+    if rng.random() < 0.3:
+        group.member_of = [frozenset(rng.sample(AGGREGATES, rng.randint(1, 2)))]
+    if rng.random() < 0.2:
+        group.forbidden_aggregates = set(rng.sample(AGGREGATES, 1))
+    if rng.random() < 0.1:
+        group.in_tree = rng.choice(providers)
+    query = AllocationCandidatesQuery(groups=[group])
+    if rng.random() < 0.2:
+        query.root_required = {rng.choice(TRAITS)} - group.forbidden_traits
+    return query
+
+
+def requests_of(candidates) -> list:
+    return sorted(json.dumps(r, sort_keys=True) for r in candidates.raw_requests())
+
+
+def summaries_of(candidates) -> dict:
+    return {rp: (s['resources'], sorted(s['traits']), s['parent_provider_uuid'],
+                 s['root_provider_uuid']) for rp, s in candidates.raw_summaries().items()}
+
+
+@pytest.fixture
+def reader(placement):
+    reader = PlacementDatabaseReader(f'sqlite:///{placement.db_path}')
+    yield reader
+    reader.close()
+
+
+@pytest.mark.parametrize('seed_value', range(6))
+def test_the_view_yields_the_hosts_placement_yields_on_the_same_state(
+        placement_client, reader, seed_value):
+    rng = random.Random(seed_value)
+    providers, children = random_cloud(placement_client, rng, rng.randint(6, 14))
+    snapshot = reader.read()
+    asked = answered = 0
+
+    for _ in range(40):
+        query = random_query(rng, providers + children)
+        theirs = placement_client.get_allocation_candidates(query)
+        asked_for = set(query.groups[0].resources)
+        why = answer.why_not_exact(query, snapshot)
+        if 'VGPU' in asked_for and children:
+            assert why == answer.NESTED
+            continue
+        if 'IPV4_ADDRESS' in asked_for and 'IPV4_ADDRESS' in snapshot.shared_classes:
+            assert why == answer.SHARING
+            continue
+        assert why is None, query.describe()
+        ours = answer.candidates(snapshot, query, overlay={}, microversion='1.36')
+
+        assert ours.root_provider_uuids() == theirs.root_provider_uuids(), query.describe()
+        assert summaries_of(ours) == summaries_of(theirs), query.describe()
+        assert requests_of(ours) == requests_of(theirs), query.describe()
+        asked += 1
+        answered += bool(len(theirs))
+    # The walk met both answers with hosts and answers without.
+    assert 0 < answered < asked
+
+
+def test_the_shapes_the_view_cannot_answer_are_detected_on_a_real_placement(
+        placement_client, reader):
+    compute = add_host(placement_client, 'flat-compute')
+    simple = AllocationCandidatesQuery(groups=[RequestGroupQuery(resources={'VCPU': 1})])
+    granular = AllocationCandidatesQuery(groups=[
+        RequestGroupQuery(resources={'VCPU': 1}),
+        RequestGroupQuery(suffix='1', resources={'MEMORY_MB': 512})], group_policy='none')
+    resourceless = AllocationCandidatesQuery(groups=[
+        RequestGroupQuery(required_traits={'HW_CPU_X86_AVX2'}),
+        RequestGroupQuery(suffix='1', resources={'VCPU': 1})])
+    subtree = AllocationCandidatesQuery(groups=[RequestGroupQuery(resources={'VCPU': 1})],
+                                        same_subtree=[['', '_X']])
+    assert answer.why_not_exact(simple, reader.read()) is None
+    assert answer.why_not_exact(granular, reader.read()) == answer.GRANULAR
+    assert answer.why_not_exact(resourceless, reader.read()) == answer.GRANULAR
+    assert answer.why_not_exact(subtree, reader.read()) == answer.SAME_SUBTREE
+    unknown_tree = AllocationCandidatesQuery(groups=[RequestGroupQuery(
+        resources={'VCPU': 1}, in_tree=str(uuid.uuid4()))])
+    assert answer.why_not_exact(unknown_tree, reader.read()) == answer.UNKNOWN_TREE
+
+    # VCPU below a root: a VCPU request may be served from two providers of a tree.
+    seed.create_provider(placement_client, name='flat-compute-numa0', parent_uuid=compute,
+                         inventories={'VCPU': 4})
+    assert answer.why_not_exact(simple, reader.read()) == answer.NESTED
+
+    # Shared disk: a request for disk may be served by the compute and the share;
+    # one for VCPU alone cannot.
+    seed.delete_all(placement_client)
+    add_host(placement_client, 'compute-with-shared-disk')
+    seed.create_provider(placement_client, name='nfs', inventories={'DISK_GB': 1000},
+                         traits=['MISC_SHARES_VIA_AGGREGATE'])
+    with_disk = AllocationCandidatesQuery(groups=[RequestGroupQuery(
+        resources={'VCPU': 1, 'DISK_GB': 10})])
+    assert answer.why_not_exact(with_disk, reader.read()) == answer.SHARING
+    assert answer.why_not_exact(simple, reader.read()) is None
+
+
+def test_the_service_places_from_the_view_and_placement_refuses_what_a_stale_view_offers(
+        start_scheduler, placement, placement_client):
+    # Two hosts with room for one 4-vCPU instance each. The view is read once and
+    # kept (max age 300 s); then someone else fills the host it has not used.
+    small = add_host(placement_client, 'view-small', vcpus=4, ram_mb=4096)
+    big = add_host(placement_client, 'view-big', vcpus=4, ram_mb=16384)
+    running = start_scheduler(**{
+        'scheduler.provider_view': True, 'scheduler.provider_view_max_age': 300.0,
+        'placement_database.connection': f'sqlite:///{placement.db_path}'})
+    from_view = metrics.PROVIDER_VIEW_QUERIES.value(answer='view', why='')
+    first, second, third = new_uuids(3)
+    flavor = {'vcpus': 4, 'ram_mb': 1024, 'disk_gb': 1}
+
+    [[chosen, *_]] = select(running, boot_spec(**flavor), [first])
+    assert chosen.compute_node_uuid == big                       # the RAM weigher's choice
+    seed.allocate(placement_client, str(uuid.uuid4()), {small: {'VCPU': 4}}, PROJECT, USER)
+
+    # The view knows its own claim on view-big, not the other one on view-small:
+    # it offers view-small, and Placement refuses the claim.
+    with pytest.raises(exc.NoValidHost) as refused:
+        select(running, boot_spec(**flavor), [second])
+    assert 'capacity exceeded' in refused.value.reason
+    assert placement_client.get_allocations(second).allocations == {}
+    # The refusal made the next request read the view again: no host is offered.
+    with pytest.raises(exc.NoValidHost) as failure:
+        select(running, boot_spec(**flavor), [third])
+    assert 'capacity exceeded' not in failure.value.reason
+    assert metrics.PROVIDER_VIEW_QUERIES.value(answer='view', why='') == from_view + 3
+    # Nothing overcommitted, nothing leaked.
+    for rp in (small, big):
+        usages = placement_client.request('GET', f'/resource_providers/{rp}/usages',
+                                          microversion='1.36').json()['usages']
+        assert usages['VCPU'] == 4
+    assert set(consumers_with_allocations(placement_client, [big])) == {first}
+
+
+def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
+        postgres_placement):
+    # Placement's production backend: the five reads run in one repeatable-read
+    # transaction of a read-only session. Flat trees: Placement 16 on PostgreSQL
+    # answers a forbidden trait with HTTP 500 once any provider has a parent
+    # ("invalid input syntax for type integer" in its nested-tree trait query).
+    client = PlacementClient.from_conf(make_placement_conf(postgres_placement.url))
+    url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{postgres_placement.database}'
+    reader = PlacementDatabaseReader(url)
+    rng = random.Random(20261125)
+    try:
+        providers, children = random_cloud(client, rng, 10, nested=False)
+        snapshot = reader.read()
+        assert set(providers + children) <= set(snapshot.uuids)
+        for _ in range(30):
+            query = random_query(rng, providers)
+            if answer.why_not_exact(query, snapshot) is not None:
+                continue
+            theirs = client.get_allocation_candidates(query)
+            ours = answer.candidates(snapshot, query, overlay={}, microversion='1.36')
+            assert requests_of(ours) == requests_of(theirs), query.describe()
+            assert summaries_of(ours) == summaries_of(theirs), query.describe()
+    finally:
+        reader.close()
+        seed.delete_all(client)

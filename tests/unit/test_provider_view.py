@@ -1,0 +1,193 @@
+"""The provider view's freshness, the worker's own claims, and when Placement answers.
+
+What the view answers is held to Placement's own answers on a real Placement in
+tests/functional/test_provider_view.py; these tests pin how one snapshot is
+shared and kept recent, with a clock and a reader the test controls.
+"""
+from __future__ import annotations
+
+import random
+
+from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
+from scheduler import metrics
+from scheduler.provider_view import answer
+from scheduler.provider_view.snapshot import ProviderSnapshot
+from scheduler.provider_view.view import UNREADABLE, ProviderView, ProviderViewError
+from tests.builders import make_conf, select, user_spec, uuid_for, uuids
+
+MICROVERSION = '1.36'
+
+
+def snapshot(*hosts: tuple[str, int, int], parent_of: dict[str, str] | None = None,
+             traits: dict[str, set[str]] | None = None) -> ProviderSnapshot:
+    """Hosts (name, VCPU total, VCPU used), with room to spare in MEMORY_MB and
+    DISK_GB; ratios 1.0, ids in the order given."""
+    ids = {name: i + 1 for i, (name, _, _) in enumerate(hosts)}
+    return ProviderSnapshot.from_rows(
+        [(ids[name], uuid_for(name), 1, ids.get((parent_of or {}).get(name, ''), None))
+         for name, _, _ in hosts],
+        [(ids[name], rc, total, 0, 1, total, 1, 1.0) for name, vcpus_total, _ in hosts
+         for rc, total in (('VCPU', vcpus_total), ('MEMORY_MB', 65536), ('DISK_GB', 1000))],
+        [(ids[name], 'VCPU', used) for name, _, used in hosts if used],
+        [(ids[name], trait) for name, names in (traits or {}).items() for trait in names],
+        [])
+
+
+def vcpus(amount: int, *, limit: int | None = None) -> AllocationCandidatesQuery:
+    return AllocationCandidatesQuery(groups=[RequestGroupQuery(resources={'VCPU': amount})],
+                                     limit=limit)
+
+
+class Reads:
+    """A reader returning the snapshots given, one per read, counting the reads."""
+
+    def __init__(self, *snapshots: ProviderSnapshot | Exception):
+        self.snapshots = list(snapshots)
+        self.count = 0
+
+    def __call__(self) -> ProviderSnapshot:
+        self.count += 1
+        item = self.snapshots[min(self.count, len(self.snapshots)) - 1]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+def hosts_of(candidates) -> set[str]:
+    return candidates.root_provider_uuids()
+
+
+def test_requests_within_the_max_age_share_one_read():
+    now = [0.0]
+    reads = Reads(snapshot(('a', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+
+    for moment in (0.0, 0.5, 1.0):
+        now[0] = moment
+        found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+        assert why is None and hosts_of(found) == {uuid_for('a')}
+    assert reads.count == 1
+    now[0] = 1.01
+    view.answer(vcpus(1), microversion=MICROVERSION)
+    assert reads.count == 2
+
+
+def test_the_worker_s_own_claims_count_until_the_next_read():
+    now = [0.0]
+    view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 4)), snapshot(('a', 8, 6))),
+                        max_age=10.0, clock=lambda: now[0])
+    view.answer(vcpus(1), microversion=MICROVERSION)
+
+    view.claimed([{uuid_for('a'): {'VCPU': 6}}])
+    found, _ = view.answer(vcpus(4), microversion=MICROVERSION)
+    assert hosts_of(found) == {uuid_for('b')}
+    summary = found.raw_summaries()[uuid_for('b')]
+    assert summary['resources']['VCPU'] == {'capacity': 8, 'used': 4}
+    assert summary['resources']['MEMORY_MB'] == {'capacity': 65536, 'used': 0}
+
+    # The next read has the claim itself: it is not counted twice.
+    now[0] = 11.0
+    found, _ = view.answer(vcpus(2), microversion=MICROVERSION)
+    assert hosts_of(found) == {uuid_for('a')}
+    assert found.raw_summaries()[uuid_for('a')]['resources']['VCPU']['used'] == 6
+
+
+def test_a_claim_refused_for_capacity_makes_the_next_request_read_again():
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 8)))
+    view = ProviderView(reads, max_age=300.0, clock=lambda: 0.0)
+    view.answer(vcpus(1), microversion=MICROVERSION)
+
+    view.refused()
+    found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+
+    assert reads.count == 2 and why is None and len(found) == 0
+
+
+def test_a_view_that_cannot_be_read_sends_the_request_to_placement_and_is_tried_again():
+    now = [0.0]
+    reads = Reads(ProviderViewError('OperationalError: connection refused'),
+                  snapshot(('a', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+
+    assert view.answer(vcpus(1), microversion=MICROVERSION) == (None, UNREADABLE)
+    found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+    assert why is None and hosts_of(found) == {uuid_for('a')}
+
+
+def test_a_class_held_below_a_root_or_by_a_sharing_provider_leaves_the_query_to_placement():
+    nested = snapshot(('a', 8, 0), ('a-numa0', 4, 0), parent_of={'a-numa0': 'a'})
+    sharing = snapshot(('a', 8, 0), ('nfs', 8, 0),
+                       traits={'nfs': {'MISC_SHARES_VIA_AGGREGATE'}})
+
+    assert answer.why_not_exact(vcpus(1), nested) == answer.NESTED
+    assert answer.why_not_exact(vcpus(1), sharing) == answer.SHARING
+    assert answer.why_not_exact(vcpus(1), snapshot(('a', 8, 0))) is None
+
+
+def test_a_tree_whose_children_hold_other_classes_is_answered_whole():
+    tree = ProviderSnapshot.from_rows(
+        [(1, uuid_for('a'), 1, None), (2, uuid_for('a-gpu'), 1, 1), (3, uuid_for('b'), 1, None)],
+        [(1, 'VCPU', 8, 0, 1, 8, 1, 1.0), (2, 'VGPU', 4, 0, 1, 4, 1, 1.0),
+         (3, 'VCPU', 2, 0, 1, 2, 1, 1.0)],
+        [], [(2, 'CUSTOM_GPU')], [])
+
+    assert answer.why_not_exact(vcpus(4), tree) is None
+    found = answer.candidates(tree, vcpus(4), overlay={}, microversion=MICROVERSION)
+    # One request from the root; the summaries describe the whole tree.
+    assert [r['allocations'] for r in found.raw_requests()] == [
+        {uuid_for('a'): {'resources': {'VCPU': 4}}}]
+    assert found.raw_summaries()[uuid_for('a-gpu')] == {
+        'resources': {'VGPU': {'capacity': 4, 'used': 0}}, 'traits': ['CUSTOM_GPU'],
+        'parent_provider_uuid': uuid_for('a'), 'root_provider_uuid': uuid_for('a')}
+    asked_in_tree = AllocationCandidatesQuery(groups=[RequestGroupQuery(
+        resources={'VCPU': 1}, in_tree=uuid_for('a-gpu'))])
+    assert answer.candidates(tree, asked_in_tree, overlay={},
+                             microversion=MICROVERSION).root_provider_uuids() == {uuid_for('a')}
+
+
+def test_over_the_limit_a_random_sample_of_the_matching_hosts_is_answered():
+    names = [f'h{i}' for i in range(20)]
+    view_of = snapshot(*((name, 8, 0) for name in names))
+
+    first = answer.candidates(view_of, vcpus(1, limit=5), overlay={},
+                              microversion=MICROVERSION, rng=random.Random(1))
+    second = answer.candidates(view_of, vcpus(1, limit=5), overlay={},
+                               microversion=MICROVERSION, rng=random.Random(2))
+
+    assert len(first) == len(second) == 5
+    assert hosts_of(first) != hosts_of(second)
+    assert hosts_of(first) <= {uuid_for(n) for n in names}
+    assert set(first.raw_summaries()) == hosts_of(first)
+
+
+def test_with_the_view_on_a_query_it_cannot_answer_goes_to_placement(fake, make_manager):
+    fake.add_compute('cn0')
+    manager = make_manager()
+    manager.query.view = ProviderView(
+        Reads(snapshot(('cn0', 16, 0), ('cn0-numa0', 4, 0), parent_of={'cn0-numa0': 'cn0'})),
+        max_age=1.0)
+    sent_before = metrics.PROVIDER_VIEW_QUERIES.value(answer='placement',
+                                                      why=answer.NESTED)
+
+    [selections] = select(manager, user_spec(), uuids(1), return_alternates=False)
+
+    assert selections[0].service_host == 'cn0'
+    assert len(fake.calls_to('get_allocation_candidates')) == 1
+    assert metrics.PROVIDER_VIEW_QUERIES.value(answer='placement',
+                                               why=answer.NESTED) == sent_before + 1
+
+
+def test_with_the_view_on_a_query_it_answers_asks_placement_only_to_claim(fake, make_manager):
+    fake.add_compute('cn0')
+    manager = make_manager()
+    manager.query.view = ProviderView(Reads(snapshot(('cn0', 16, 0))), max_age=1.0)
+
+    [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
+
+    assert selections[0].compute_node_uuid == uuid_for('cn0')
+    assert fake.calls_to('get_allocation_candidates') == []
+    assert len(fake.claims()) == 1
+
+
+def test_the_view_is_off_by_default():
+    assert make_conf().scheduler.provider_view is False
