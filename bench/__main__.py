@@ -149,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--no-e2e', action='store_true',
                         help='skip end to end, throughput and memory (needs PostgreSQL and '
                              'RabbitMQ on 127.0.0.1)')
+    parser.add_argument('--view', default=os.environ.get('SCHEDULER_BENCH_VIEW', ''),
+                        metavar='N[,N...]',
+                        help='also the provider view against a query per request at these '
+                             'numbers of providers (bench/view.py; needs PostgreSQL and '
+                             'RabbitMQ)')
     parser.add_argument('--output', default='bench-results.json')
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(',') if s.strip()] if args.sizes
@@ -173,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(e2e.run_all())
         rows.extend(memory.run_memory())
         rows.extend(memory.run_memory(limit=None))
+    if args.view:
+        from bench import view
+        for providers in (int(n) for n in args.view.split(',') if n.strip()):
+            rows.extend(view.run(providers))
 
     print(render(rows))
     write_json(rows, args.output)
