@@ -386,26 +386,31 @@ def _ceiling_phase(dep: deploy.Deployment, clients: int, seconds: float,
             session.headers.update(headers)
         response = session.get(url)
         response.raise_for_status()
-        candidates = response.json()['allocation_requests']
-        consumer = str(uuidlib.uuid4())
-        for candidate in random.sample(candidates, min(3, len(candidates))):
-            body = {'allocations': candidate['allocations'],
-                    'mappings': candidate.get('mappings', {}),
-                    'project_id': deploy.PROJECT_ID, 'user_id': deploy.USER_ID,
-                    'consumer_generation': None}
-            put = session.put(f'{dep.url}/allocations/{consumer}', json=body)
-            if put.status_code == 204:
-                return consumer
-            if put.status_code != 409:
-                raise RuntimeError(f'PUT /allocations answered {put.status_code}: '
-                                   f'{put.text[:200]}')
-        raise RuntimeError('three candidates in a row were refused (409)')
+        return put_random_candidate(session, dep, response.json()['allocation_requests'])
 
     log.skip_to_end()
     phase = _closed_loop(clients, seconds, warmup, decide)
     statuses = Counter(f'{c.method} {c.status}' for c in log.read_new() if c.kind != 'other')
     deploy.delete_consumers(dep.url, phase.consumers)
     return phase, statuses
+
+
+def put_random_candidate(session, dep: deploy.Deployment, candidates: list) -> str:
+    """Claim one of ``candidates`` for a new consumer, as a scheduler would: a random
+    one, and up to two others after a 409; the consumer's uuid."""
+    consumer = str(uuidlib.uuid4())
+    for candidate in random.sample(candidates, min(3, len(candidates))):
+        body = {'allocations': candidate['allocations'],
+                'mappings': candidate.get('mappings', {}),
+                'project_id': deploy.PROJECT_ID, 'user_id': deploy.USER_ID,
+                'consumer_generation': None}
+        put = session.put(f'{dep.url}/allocations/{consumer}', json=body)
+        if put.status_code == 204:
+            return consumer
+        if put.status_code != 409:
+            raise RuntimeError(f'PUT /allocations answered {put.status_code}: '
+                               f'{put.text[:200]}')
+    raise RuntimeError('three candidates in a row were refused (409)')
 
 
 def _phase_note(phase: _Phase, statuses: Counter, clients: int) -> str:

@@ -24,11 +24,9 @@ after their clean-up (must be 0). The clients are ``clients`` threads calling
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
 import threading
-import uuid as uuidlib
 from collections import Counter
 
 from bench import deploy
@@ -39,6 +37,7 @@ from bench.e2e import (
     _Phase,
     _phase_note,
     _scheduler_phase,
+    put_random_candidate,
 )
 from bench.report import Row, render, write_json
 from tests.fixtures.postgres_placement import POSTGRES_URL
@@ -73,7 +72,7 @@ def _get_put_phase(dep: deploy.Deployment, clients: int, seconds: float, warmup:
             session.headers.update(headers)
         response = session.get(f'{dep.url}/allocation_candidates?{query}')
         response.raise_for_status()
-        return _put_one_of(session, dep, response.json()['allocation_requests'])
+        return put_random_candidate(session, dep, response.json()['allocation_requests'])
 
     log.skip_to_end()
     phase = _closed_loop(clients, seconds, warmup, decide)
@@ -104,28 +103,13 @@ def _put_only_phase(dep: deploy.Deployment, clients: int, seconds: float,
         if session is None:
             session = local.session = requests.Session()
             session.headers.update(headers)
-        return _put_one_of(session, dep, candidates)
+        return put_random_candidate(session, dep, candidates)
 
     log.skip_to_end()
     phase = _closed_loop(clients, seconds, warmup, decide)
     statuses = Counter(f'{c.method} {c.status}' for c in log.read_new() if c.kind != 'other')
     deploy.delete_consumers(dep.url, phase.consumers)
     return phase, statuses
-
-
-def _put_one_of(session, dep: deploy.Deployment, candidates: list) -> str:
-    consumer = str(uuidlib.uuid4())
-    for candidate in random.sample(candidates, min(3, len(candidates))):
-        body = {'allocations': candidate['allocations'],
-                'mappings': candidate.get('mappings', {}),
-                'project_id': deploy.PROJECT_ID, 'user_id': deploy.USER_ID,
-                'consumer_generation': None}
-        put = session.put(f'{dep.url}/allocations/{consumer}', json=body)
-        if put.status_code == 204:
-            return consumer
-        if put.status_code != 409:
-            raise RuntimeError(f'PUT /allocations answered {put.status_code}: {put.text[:200]}')
-    raise RuntimeError('three candidates in a row were refused (409)')
 
 
 def _database_url(dep: deploy.Deployment) -> str:
