@@ -139,8 +139,13 @@ def _read_back(dep: deploy.Deployment) -> tuple[int, int]:
 
 def run(providers: int = DEFAULT_PROVIDERS, *, workers: int = DEFAULT_WORKERS,
         clients: int = DEFAULT_CLIENTS, seconds: float = DEFAULT_SECONDS,
-        warmup: float = DEFAULT_WARMUP, max_age: float = 1.0) -> list[Row]:
+        warmup: float = DEFAULT_WARMUP, max_age: float = 1.0,
+        near_best: float = 0.0) -> list[Row]:
+    """The rows; ``near_best`` is ``[scheduler] near_best_weight_tolerance`` of both
+    service phases (the spread of concurrent decisions over near-best hosts)."""
     rows: list[Row] = []
+    spread = f'near_best_weight_tolerance = {near_best}\n'
+    with_spread = f' (near-best tolerance {near_best:g})' if near_best else ''
     with deploy.seeded_deployment(providers) as dep:
         rows.append(Row('view: seed Placement (setup)', providers, dep.seed_seconds, unit='s'))
         _, seeded_consumers = _read_back(dep)
@@ -160,21 +165,23 @@ def run(providers: int = DEFAULT_PROVIDERS, *, workers: int = DEFAULT_WORKERS,
                         note=_phase_note(claim_phase, statuses, clients)))
 
         deploy.analyze(dep.placement, vacuum=True)
-        per_request, statuses = _scheduler_phase(dep, workers, clients, seconds, warmup)
-        rows.append(Row(f'view: {workers} workers, a query per request', providers,
+        per_request, statuses = _scheduler_phase(dep, workers, clients, seconds, warmup,
+                                                 extra_config=f'[scheduler]\n{spread}')
+        rows.append(Row(f'view: {workers} workers, a query per request{with_spread}', providers,
                         per_request.rate, unit='req/s',
                         note=_phase_note(per_request, statuses, clients)))
 
         deploy.analyze(dep.placement, vacuum=True)
         viewed, statuses = _scheduler_phase(
             dep, workers, clients, seconds, warmup,
-            extra_config=(f'[scheduler]\nprovider_view = true\n'
+            extra_config=(f'[scheduler]\nprovider_view = true\n{spread}'
                           f'provider_view_max_age = {max_age}\n'
                           f'[placement_database]\nconnection = {_database_url(dep)}\n'))
         puts = sum(v for k, v in statuses.items() if k.startswith('PUT '))
         refused = statuses.get('PUT 409', 0)
         p50 = statistics.median(viewed.latencies) if viewed.latencies else float('nan')
-        rows.append(Row(f'view: {workers} workers, provider view (max age {max_age:g}s)',
+        rows.append(Row(f'view: {workers} workers, provider view (max age {max_age:g}s)'
+                        f'{with_spread}',
                         providers, viewed.rate, unit='req/s',
                         note=_phase_note(viewed, statuses, clients)
                         + f'; GETs sent {statuses.get("GET 200", 0)}'))
@@ -217,11 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--seconds', type=float, default=DEFAULT_SECONDS)
     parser.add_argument('--warmup', type=float, default=DEFAULT_WARMUP)
     parser.add_argument('--max-age', type=float, default=1.0)
+    parser.add_argument('--near-best', type=float, default=0.0,
+                        help='[scheduler] near_best_weight_tolerance of both service phases')
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args(argv)
     try:
         rows = run(args.providers, workers=args.workers, clients=args.clients,
-                   seconds=args.seconds, warmup=args.warmup, max_age=args.max_age)
+                   seconds=args.seconds, warmup=args.warmup, max_age=args.max_age,
+                   near_best=args.near_best)
     except deploy.ServiceMissing as e:
         print(f'cannot run: {e}', file=sys.stderr)
         return 2

@@ -627,9 +627,11 @@ class WeighedView(_EqualAsList, Sequence['WeighedHost']):
     def best_weight(self) -> float:
         return float(self._weights_in.max())
 
-    def count_best(self) -> int:
-        """How many rows share the best weight."""
-        return int(np.count_nonzero(self._weights_in == self._weights_in.max()))
+    def count_best(self, tolerance: float = 0.0) -> int:
+        """How many rows share the best weight, or come within ``tolerance`` of it
+        (a fraction of the best weight's size)."""
+        best = self._weights_in.max()
+        return int(np.count_nonzero(self._weights_in >= best - tolerance * abs(best)))
 
     def _item(self, i: int) -> WeighedHost:
         p = self.position(i)

@@ -82,6 +82,15 @@ nova_opts = [
                       'serves every request of the worker waiting for it). A claim refused '
                       'for capacity also makes the next request read it again. The '
                       'worker\'s own claims are added to it between reads.'),
+    cfg.FloatOpt('near_best_weight_tolerance', default=0.0, min=0.0, max=0.5,
+                 help='Spread concurrent decisions over the hosts whose weight is within '
+                      'this fraction of the best host\'s (0.01: 1%), chosen at random '
+                      'among them, as ``[filter_scheduler] shuffle_best_same_weighed_hosts`` '
+                      'does for exact ties. Schedulers that decide at the same moment from '
+                      'the same state (several workers, the provider view) otherwise all '
+                      'claim the same best host and all but one are refused by Placement. '
+                      'A chosen host is never more than this fraction worse than the best. '
+                      '0, the default: Nova\'s ordering.'),
     cfg.BoolOpt('retry_without_limit', default=True,
                 help='When Placement\'s answer was cut at ``max_placement_results`` and no '
                      'host of it could be chosen (filters Placement cannot express, such as '

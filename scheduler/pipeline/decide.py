@@ -53,6 +53,7 @@ class Ranking:
         fs = self.conf.filter_scheduler
         return order_hosts(weighed, host_subset_size=fs.host_subset_size,
                            shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
+                           near_best_tolerance=self.conf.scheduler.near_best_weight_tolerance,
                            rng=self.rng)
 
 

@@ -16,22 +16,24 @@ from scheduler.objects.spec import RequestSpec
 
 
 def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
-                shuffle_best_same_weighed_hosts: bool, rng: random.Random) -> HostView:
+                shuffle_best_same_weighed_hosts: bool, rng: random.Random,
+                near_best_tolerance: float = 0.0) -> HostView:
     """Nova's ordering (``SchedulerManager._get_sorted_hosts``): ``weighed`` is
     sorted, best first (a :class:`~scheduler.host_table.WeighedView`; a list
     becomes one).
 
-    Optionally shuffle the hosts tied at the top weight, then move one host
-    picked at random from the first ``host_subset_size`` to the front; the
-    rest keep their order. Only that head is worked out here: the rest of the
-    order is read from the weighed view as far as the claim loop walks.
+    Optionally shuffle the hosts tied at the top weight (with
+    ``near_best_tolerance``, every host within that fraction of the best weight),
+    then move one host picked at random from the first ``host_subset_size`` to
+    the front; the rest keep their order. Only that head is worked out here: the
+    rest of the order is read from the weighed view as far as the claim loop walks.
     """
     weighed = as_weighed_view(weighed)
     if not len(weighed):
         return HostView(weighed.table, np.zeros(0, dtype=np.intp))
     head: list[int] = []
-    if shuffle_best_same_weighed_hosts:
-        head = weighed.order(weighed.count_best()).tolist()
+    if shuffle_best_same_weighed_hosts or near_best_tolerance > 0:
+        head = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
         rng.shuffle(head)
     subset = min(max(host_subset_size, 1), len(weighed))
     if subset > 1:

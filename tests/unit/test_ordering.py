@@ -12,7 +12,7 @@ from scheduler.host_state import HostRecord
 from scheduler.host_table import HostTable, WeighedHost
 from scheduler.objects.spec import CellMapping, Destination
 from scheduler.pipeline.ordering import first_fitting, order_hosts, pick_alternates, prefilter_hosts
-from tests.builders import CELL_UUID, make_host, make_spec, uuid_for
+from tests.builders import CELL_UUID, make_conf, make_host, make_spec, uuid_for
 
 OTHER_CELL = '00000000-0000-4000-8000-0000000000c2'
 
@@ -63,6 +63,22 @@ def test_host_subset_size_reaches_each_of_the_best_n_and_nothing_beyond():
                           rng=random.Random(seed))[0].host for seed in range(50)}
 
     assert fronts == {'h0', 'h1', 'h2'}
+
+
+def test_a_near_best_tolerance_reaches_each_host_within_it_and_nothing_beyond():
+    fronts = {order_hosts(weighed(1.0, 0.995, 0.99, 0.98, 0.5), host_subset_size=1,
+                          shuffle_best_same_weighed_hosts=False, near_best_tolerance=0.01,
+                          rng=random.Random(seed))[0].host for seed in range(60)}
+
+    assert fronts == {'h0', 'h1', 'h2'}
+
+
+def test_the_tolerance_is_a_fraction_of_the_best_weight_s_size_when_weights_are_negative():
+    fronts = {order_hosts(weighed(-1.0, -1.05, -1.2), host_subset_size=1,
+                          shuffle_best_same_weighed_hosts=False, near_best_tolerance=0.1,
+                          rng=random.Random(seed))[0].host for seed in range(40)}
+
+    assert fronts == {'h0', 'h1'}
 
 
 def test_a_subset_larger_than_the_list_uses_the_whole_list():
@@ -250,3 +266,7 @@ def test_first_fitting_skips_candidates_that_no_longer_fit():
     assert first_fitting(host) is small
     host.consume(small, 'another')
     assert first_fitting(host) is None
+
+
+def test_nova_s_ordering_is_the_default():
+    assert make_conf().scheduler.near_best_weight_tolerance == 0.0
