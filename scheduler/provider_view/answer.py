@@ -93,20 +93,15 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
                  & (amount % step == 0))
         if not mask.any():
             return []
-    required = group.required_traits | query.root_required
-    forbidden = group.forbidden_traits | query.root_forbidden
-    rows = []
-    for row in np.flatnonzero(mask).tolist():
-        traits = snapshot.traits[row]
-        if not required <= traits or not forbidden.isdisjoint(traits):
-            continue
-        aggregates = snapshot.aggregates[row]
-        if any(aggregates.isdisjoint(any_of) for any_of in group.member_of):
-            continue
-        if not aggregates.isdisjoint(group.forbidden_aggregates):
-            continue
-        rows.append(row)
-    return rows
+    for trait in group.required_traits | query.root_required:
+        mask &= snapshot.with_trait(trait)
+    for trait in group.forbidden_traits | query.root_forbidden:
+        mask &= ~snapshot.with_trait(trait)
+    for any_of in group.member_of:
+        mask &= np.logical_or.reduce([snapshot.in_aggregate(a) for a in any_of])
+    for aggregate in group.forbidden_aggregates:
+        mask &= ~snapshot.in_aggregate(aggregate)
+    return np.flatnonzero(mask).tolist()
 
 
 def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,

@@ -64,6 +64,27 @@ class ProviderSnapshot:
                                if (inv.present & below_root).any()}
         self.shared_classes = {rc for rc, inv in inventories.items()
                                if (inv.present & sharing).any()}
+        # Per trait and per aggregate, which providers have it: built when a query
+        # first asks, kept with the snapshot (requests ask for few of them).
+        self._with_trait: dict[str, np.ndarray] = {}
+        self._in_aggregate: dict[str, np.ndarray] = {}
+
+    def with_trait(self, trait: str) -> np.ndarray:
+        """Per provider, whether it has ``trait``."""
+        column = self._with_trait.get(trait)
+        if column is None:
+            column = self._with_trait[trait] = np.fromiter(
+                (trait in t for t in self.traits), dtype=bool, count=len(self.traits))
+        return column
+
+    def in_aggregate(self, aggregate: str) -> np.ndarray:
+        """Per provider, whether it is in ``aggregate``."""
+        column = self._in_aggregate.get(aggregate)
+        if column is None:
+            column = self._in_aggregate[aggregate] = np.fromiter(
+                (aggregate in a for a in self.aggregates), dtype=bool,
+                count=len(self.aggregates))
+        return column
 
     def __len__(self) -> int:
         return len(self.uuids)

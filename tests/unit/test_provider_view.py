@@ -7,6 +7,8 @@ shared and kept recent, with a clock and a reader the test controls.
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import metrics
@@ -60,7 +62,7 @@ def hosts_of(candidates) -> set[str]:
 def test_requests_within_the_max_age_share_one_read():
     now = [0.0]
     reads = Reads(snapshot(('a', 8, 0)))
-    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0], read_behind=False)
 
     for moment in (0.0, 0.5, 1.0):
         now[0] = moment
@@ -75,7 +77,7 @@ def test_requests_within_the_max_age_share_one_read():
 def test_the_worker_s_own_claims_count_until_the_next_read():
     now = [0.0]
     view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 4)), snapshot(('a', 8, 6))),
-                        max_age=10.0, clock=lambda: now[0])
+                        max_age=10.0, clock=lambda: now[0], read_behind=False)
     view.answer(vcpus(1), microversion=MICROVERSION)
 
     view.claimed([{uuid_for('a'): {'VCPU': 6}}])
@@ -90,6 +92,34 @@ def test_the_worker_s_own_claims_count_until_the_next_read():
     found, _ = view.answer(vcpus(2), microversion=MICROVERSION)
     assert hosts_of(found) == {uuid_for('a')}
     assert found.raw_summaries()[uuid_for('a')]['resources']['VCPU']['used'] == 6
+
+
+def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
+    now = [0.0]
+    second_read_may_end = threading.Event()
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4), ('b', 8, 0)))
+
+    def read():
+        if reads.count == 1:
+            assert second_read_may_end.wait(10)
+        return reads()
+    view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
+    view.answer(vcpus(1), microversion=MICROVERSION)
+
+    now[0] = 2.0
+    found, _ = view.answer(vcpus(1), microversion=MICROVERSION)   # does not wait
+    assert hosts_of(found) == {uuid_for('a')}
+    view.claimed([{uuid_for('b'): {'VCPU': 8}}])      # kept while the read is under way
+    second_read_may_end.set()
+    for _ in range(200):
+        if view.reads == 2:
+            break
+        time.sleep(0.01)
+
+    found, _ = view.answer(vcpus(1), microversion=MICROVERSION)
+    # The new snapshot, with the claim made during its read still counted.
+    assert view.reads == 2 and hosts_of(found) == {uuid_for('a')}
+    assert found.raw_summaries()[uuid_for('a')]['resources']['VCPU']['used'] == 4
 
 
 def test_a_claim_refused_for_capacity_makes_the_next_request_read_again():
@@ -107,7 +137,7 @@ def test_a_view_that_cannot_be_read_sends_the_request_to_placement_and_is_tried_
     now = [0.0]
     reads = Reads(ProviderViewError('OperationalError: connection refused'),
                   snapshot(('a', 8, 0)))
-    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0], read_behind=False)
 
     assert view.answer(vcpus(1), microversion=MICROVERSION) == (None, UNREADABLE)
     found, why = view.answer(vcpus(1), microversion=MICROVERSION)
