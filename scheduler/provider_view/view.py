@@ -108,8 +108,9 @@ class ProviderView:
     def _read_behind_requests(self, started: float) -> None:
         try:
             snapshot = self._read()
-        except ProviderViewError as e:
-            LOG.warning('provider view: %s; the next request reads it again', e)
+        except Exception as e:  # noqa: BLE001 - a thread that died would never read again
+            LOG.warning('provider view: %s; the next request reads it again',
+                        e if isinstance(e, ProviderViewError) else type(e).__name__)
             with self._lock:
                 self._reading, self._since_read, self._stale = False, None, True
             return

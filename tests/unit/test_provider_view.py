@@ -122,6 +122,24 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     assert found.raw_summaries()[uuid_for('a')]['resources']['VCPU']['used'] == 4
 
 
+def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
+    now = [0.0]
+    reads = Reads(snapshot(('a', 8, 0)), ProviderViewError('OperationalError: gone'),
+                  ProviderViewError('OperationalError: gone'), snapshot(('b', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+    view.answer(vcpus(1), microversion=MICROVERSION)
+    now[0] = 2.0
+    view.answer(vcpus(1), microversion=MICROVERSION)     # starts the read behind
+    for _ in range(200):
+        if reads.count == 2 and view._stale:
+            break
+        time.sleep(0.01)
+
+    assert view.answer(vcpus(1), microversion=MICROVERSION) == (None, UNREADABLE)
+    found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+    assert why is None and hosts_of(found) == {uuid_for('b')}
+
+
 def test_a_claim_refused_for_capacity_makes_the_next_request_read_again():
     reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 8)))
     view = ProviderView(reads, max_age=300.0, clock=lambda: 0.0)
