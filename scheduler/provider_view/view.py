@@ -1,8 +1,8 @@
 """The worker's provider view: one snapshot shared by its requests, kept recent.
 
-A snapshot older than ``max_age`` seconds is read again on a thread while requests
-go on with it; after a claim based on it was refused for capacity (another
-scheduler got there first), the next request reads it before deciding.
+A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
+(another scheduler got there first), is read again on a thread while requests go
+on with it.
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -85,25 +85,34 @@ class ProviderView:
                             used[rc] = used.get(rc, 0) + int(amount)
 
     def refused(self) -> None:
-        """A claim based on the view was refused for capacity: read it again first."""
-        self._stale = True
+        """A claim based on the view was refused for capacity: read it again now (behind
+        the requests: a stale offer costs a retry of the claim, not an overcommit)."""
+        with self._lock:
+            self._read_at = float('-inf')
+            if self._snapshot is not None and self._read_behind:
+                self._start_read_behind()
 
     def _current(self) -> tuple[ProviderSnapshot, dict[str, dict[str, int]]]:
         with self._lock:
             snapshot = self._snapshot
             if snapshot is not None and not self._stale:
                 aged = self._clock() - self._read_at > self.max_age
-                if aged and self._read_behind and not self._reading:
-                    self._reading, self._since_read = True, {}
-                    threading.Thread(target=self._read_behind_requests, args=(self._clock(),),
-                                     name='provider-view-read', daemon=True).start()
+                if aged and self._read_behind:
+                    self._start_read_behind()
                 if not aged or self._read_behind:
                     return snapshot, self._overlay_copy()
-            # The first read, one after a refused claim or a failed read behind, or
-            # any read without read_behind: the requests wait for it.
+            # The first read, one after a failed read behind, or any read without
+            # read_behind: the requests wait for it.
             started = self._clock()
             self._install(self._read(), started, {})
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]
+
+    def _start_read_behind(self) -> None:
+        # Under the lock; one read at a time.
+        if not self._reading:
+            self._reading, self._since_read = True, {}
+            threading.Thread(target=self._read_behind_requests, args=(self._clock(),),
+                             name='provider-view-read', daemon=True).start()
 
     def _read_behind_requests(self, started: float) -> None:
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 
 import pytest
@@ -209,7 +210,12 @@ def test_the_service_places_from_the_view_and_placement_refuses_what_a_stale_vie
         select(running, boot_spec(**flavor), [second])
     assert 'capacity exceeded' in refused.value.reason
     assert placement_client.get_allocations(second).allocations == {}
-    # The refusal made the next request read the view again: no host is offered.
+    # The refusal made the view read again (behind the requests): no host is offered.
+    view = running.service.manager.provider_view
+    deadline = time.monotonic() + 10
+    while view.reads < 2:
+        assert time.monotonic() < deadline, 'the view was not read again'
+        time.sleep(0.05)
     with pytest.raises(exc.NoValidHost) as failure:
         select(running, boot_spec(**flavor), [third])
     assert 'capacity exceeded' not in failure.value.reason
