@@ -182,4 +182,3 @@ def spec_checkpoint(spec: RequestSpec) -> Callable[[], None]:
         for rg, uuids in zip(spec.requested_resources, providers, strict=True):
             rg.provider_uuids = uuids
     return restore
-
