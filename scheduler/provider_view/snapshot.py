@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Marks a provider whose inventory other trees in its aggregates may use.
-SHARING_TRAIT = 'MISC_SHARES_VIA_AGGREGATE'
+from scheduler.host_state import SHARING_TRAIT
 
 
 @dataclass(frozen=True)
