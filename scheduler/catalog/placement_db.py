@@ -12,7 +12,10 @@ request goes to Placement's API) and is logged, never guessed around.
 """
 from __future__ import annotations
 
+import datetime
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from oslo_config import cfg
 
@@ -26,45 +29,200 @@ LOG = logging.getLogger(__name__)
 
 OPTION = f'[{GROUP}] connection'
 
-#: The only statements ever sent (besides the read-only session setup).
-QUERIES = (
-    'SELECT id, uuid, generation, parent_provider_id FROM resource_providers',
-    'SELECT i.resource_provider_id, c.name, i.total, i.reserved, i.min_unit, i.max_unit, '
-    'i.step_size, i.allocation_ratio FROM inventories i '
-    'JOIN resource_classes c ON c.id = i.resource_class_id',
-    'SELECT a.resource_provider_id, c.name, SUM(a.used) FROM allocations a '
-    'JOIN resource_classes c ON c.id = a.resource_class_id '
-    'GROUP BY a.resource_provider_id, c.name',
-    'SELECT p.resource_provider_id, t.name FROM resource_provider_traits p '
-    'JOIN traits t ON t.id = p.trait_id',
-    'SELECT p.resource_provider_id, a.uuid FROM resource_provider_aggregates p '
-    'JOIN placement_aggregates a ON a.id = p.aggregate_id',
-)
+#: The only statements ever sent (besides the read-only session setup). A whole
+#: read sends the marks and the five whole reads; a read of what changed sends the
+#: marks, CHANGED_PROVIDERS (or GENERATIONS, when that does not account for
+#: every moved generation), then the others restricted to the providers whose
+#: generation moved (``... WHERE ... IN (...)``), and USAGES whole when
+#: allocations were deleted.
+PROVIDERS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(SUM(generation), 0), '
+                  'MAX(updated_at) FROM resource_providers')
+ALLOCATIONS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), '
+                    'COALESCE(SUM(CASE WHEN id > :last THEN 1 ELSE 0 END), 0) FROM allocations')
+PROVIDERS = 'SELECT id, uuid, generation, parent_provider_id FROM resource_providers'
+INVENTORIES = ('SELECT i.resource_provider_id, c.name, i.total, i.reserved, i.min_unit, '
+               'i.max_unit, i.step_size, i.allocation_ratio FROM inventories i '
+               'JOIN resource_classes c ON c.id = i.resource_class_id')
+USAGES = ('SELECT a.resource_provider_id, c.name, SUM(a.used) FROM allocations a '
+          'JOIN resource_classes c ON c.id = a.resource_class_id')
+USAGES_GROUPING = ' GROUP BY a.resource_provider_id, c.name'
+TRAITS = ('SELECT p.resource_provider_id, t.name FROM resource_provider_traits p '
+          'JOIN traits t ON t.id = p.trait_id')
+AGGREGATES = ('SELECT p.resource_provider_id, a.uuid FROM resource_provider_aggregates p '
+              'JOIN placement_aggregates a ON a.id = p.aggregate_id')
+CHANGED_PROVIDERS = 'SELECT id, generation FROM resource_providers WHERE updated_at >= :since'
+GENERATIONS = 'SELECT id, generation FROM resource_providers'
+QUERIES = (PROVIDERS, INVENTORIES, USAGES + USAGES_GROUPING, TRAITS, AGGREGATES)
+
+#: Over this share of the providers changed, one whole read is cheaper than
+#: reading each changed provider.
+WHOLE_READ_SHARE = 0.25
+#: How far before the newest write seen at the last read the next read looks for
+#: written providers: a write whose transaction began earlier may commit later.
+#: Only a shortcut: the generations' sum says whether anything was missed.
+WRITE_OVERLAP = datetime.timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What a read noted of Placement's tables, to tell at the next one what changed."""
+
+    providers: tuple[int, int, int]     # rows, highest id, sum of the generations
+    newest_write: datetime.datetime | None   # the latest ``updated_at`` of a provider
+    allocations: tuple[int, int]        # rows, highest id
+    added_allocations: int              # rows with an id above the previous read's highest
 
 
 class PlacementDatabaseReader(ReadOnlyDatabase):
-    """Reads every provider of one Placement database as a snapshot."""
+    """Reads the providers of one Placement database as a snapshot: all of them, or
+    only what changed since a previous snapshot.
+
+    What changed is known from Placement's own bookkeeping. Every write to a
+    provider's inventories, traits, aggregates (microversion 1.19 and later) or
+    allocations moves its generation up (and its ``updated_at``), so the
+    providers written since a little before the last read's newest write are
+    read again, and the sum of all generations tells whether that was every
+    provider whose generation moved (generations only grow); when it was not,
+    every generation is compared. ``DELETE /allocations/{consumer}`` moves no
+    generation (Nova deletes instances' allocations that way), so the number of
+    allocation rows and the highest id are kept with each snapshot too: when the
+    count is not the old one plus the rows added since, something was deleted and
+    every provider's usage is read again. Whatever a read of changes could still
+    miss (aggregates written below microversion 1.19, a deletion hidden by a late
+    claim's row) the whole reads the view makes from time to time take in
+    (``[scheduler] provider_view_full_read_interval``).
+    """
 
     def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30):
         super().__init__(url, option=OPTION, error=ProviderViewError,
-                         connect_timeout=connect_timeout, query_timeout=query_timeout)
+                         connect_timeout=connect_timeout, query_timeout=query_timeout,
+                         keep_connection=True)
+        #: Reads so far, whole and of changes (for the status and the tests).
+        self.whole_reads = 0
+        self.change_reads = 0
+        #: Reads of changes that compared every generation (the shortcut missed one).
+        self.generation_scans = 0
 
-    def read(self) -> ProviderSnapshot:
+    def read(self, previous: ProviderSnapshot | None = None) -> ProviderSnapshot:
+        """Every provider; with ``previous``, that snapshot with what changed since."""
         sqlalchemy = sqlalchemy_module(OPTION)
         with self.connect() as connection:
-            # One transaction: the five reads see one moment (repeatable read on
+            # One transaction: the reads see one moment (repeatable read on
             # PostgreSQL and MySQL; SQLite's read transaction).
             if connection.dialect.name in ('postgresql', 'mysql'):
                 connection = connection.execution_options(isolation_level='REPEATABLE READ')
             with connection.begin():
+                marks = self._marks(connection, sqlalchemy, previous)
+                if previous is not None and isinstance(previous.marks, Marks):
+                    snapshot = self._read_changes(connection, sqlalchemy, previous, marks)
+                    if snapshot is not None:
+                        self.change_reads += 1
+                        return snapshot
+                self.whole_reads += 1
                 providers, inventories, usages, traits, aggregates = (
-                    connection.execute(sqlalchemy.text(query)).all() for query in QUERIES)
-        return ProviderSnapshot.from_rows(
-            [(r[0], r[1], r[2], r[3]) for r in providers],
-            [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], float(r[7])) for r in inventories],
-            [(r[0], r[1], int(r[2] or 0)) for r in usages],
-            [(r[0], r[1]) for r in traits],
-            [(r[0], r[1]) for r in aggregates])
+                    _fetch(connection, query) for query in QUERIES)
+                return ProviderSnapshot.from_rows(providers, inventories, usages, traits,
+                                                  aggregates, marks=marks)
+
+    def _marks(self, connection: Any, sqlalchemy: Any,
+               previous: ProviderSnapshot | None) -> Marks:
+        count, last, generations, newest = connection.execute(
+            sqlalchemy.text(PROVIDERS_MARK)).one()
+        last_allocation = (previous.marks.allocations[1]
+                           if previous is not None and isinstance(previous.marks, Marks) else 0)
+        allocations, highest, added = connection.execute(
+            sqlalchemy.text(ALLOCATIONS_MARK), {'last': last_allocation}).one()
+        return Marks((int(count), int(last), int(generations)), _timestamp(newest),
+                     (int(allocations), int(highest)), int(added))
+
+    def _read_changes(self, connection: Any, sqlalchemy: Any, previous: ProviderSnapshot,
+                      marks: Marks) -> ProviderSnapshot | None:
+        """``previous`` with what changed; None when only a whole read will do (the
+        providers themselves changed, or too many of them)."""
+        before: Marks = previous.marks  # type: ignore[assignment]
+        if marks.providers[:2] != before.providers[:2]:
+            return None                 # providers were created or deleted
+        generations = previous.generations.copy()
+        changed = self._moved(connection, sqlalchemy, previous, before, marks, generations)
+        if changed is None:
+            return None
+        if len(changed) > WHOLE_READ_SHARE * len(previous):
+            return None
+        deleted = marks.allocations[0] != before.allocations[0] + marks.added_allocations
+
+        def of_changed(query: str, column: str, grouping: str = '') -> list[tuple]:
+            if not changed:
+                return []
+            statement = sqlalchemy.text(f'{query} WHERE {column} IN :ids{grouping}').bindparams(
+                sqlalchemy.bindparam('ids', expanding=True))
+            return [tuple(r) for r in connection.execute(statement, {'ids': changed})]
+
+        usages = (_fetch(connection, USAGES + USAGES_GROUPING) if deleted
+                  else of_changed(USAGES, 'a.resource_provider_id', USAGES_GROUPING))
+        return previous.with_changes(
+            generations, changed,
+            inventories=of_changed(INVENTORIES, 'i.resource_provider_id'),
+            usages=usages, usages_of_all=deleted,
+            traits=of_changed(TRAITS, 'p.resource_provider_id'),
+            aggregates=of_changed(AGGREGATES, 'p.resource_provider_id'),
+            marks=marks)
+
+    def _moved(self, connection: Any, sqlalchemy: Any, previous: ProviderSnapshot,
+               before: Marks, marks: Marks, generations: Any) -> list[int] | None:
+        """The ids of the providers whose generation moved since ``previous`` (their
+        new generations written into ``generations``); None when the providers
+        are not those of ``previous``."""
+        import numpy as np
+
+        rows = None
+        if before.newest_write is not None:
+            since = before.newest_write - WRITE_OVERLAP
+            rows = connection.execute(sqlalchemy.text(CHANGED_PROVIDERS),
+                                      {'since': _bind_timestamp(connection, since)}).all()
+        elif marks.newest_write is None:
+            rows = []                   # no provider was ever written after its creation
+        if rows is not None:
+            found = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            at = np.searchsorted(previous.ids, found[:, 0])
+            if (at < len(previous)).all() and (previous.ids[at[at < len(previous)]]
+                                               == found[:, 0]).all():
+                generations[at] = found[:, 1]
+                if int(generations.sum()) == marks.providers[2]:
+                    return found[:, 0][found[:, 1] != previous.generations[at]].tolist()
+        # A write the shortcut did not see: compare every generation.
+        self.generation_scans += 1
+        every = np.array(_fetch(connection, GENERATIONS), dtype=np.int64).reshape(-1, 2)
+        every = every[np.argsort(every[:, 0], kind='stable')]
+        if not np.array_equal(every[:, 0], previous.ids):
+            return None
+        generations[:] = every[:, 1]
+        return previous.ids[generations != previous.generations].tolist()
+
+
+def _timestamp(value: Any) -> datetime.datetime | None:
+    """A provider's ``updated_at`` as the driver gives it (SQLite: text)."""
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return datetime.datetime.fromisoformat(str(value))
+
+
+def _bind_timestamp(connection: Any, value: datetime.datetime) -> Any:
+    # SQLite keeps timestamps as SQLAlchemy writes them, text that sorts as time does.
+    if connection.dialect.name == 'sqlite':
+        return value.strftime('%Y-%m-%d %H:%M:%S.%f')
+    return value
+
+
+def _fetch(connection: Any, query: str) -> list[tuple]:
+    """Every row of ``query`` as plain tuples, through the driver's own cursor in the
+    connection's transaction (SQLAlchemy's row objects cost more than the query at
+    tens of thousands of rows)."""
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(query)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
 
 
 def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:
@@ -82,4 +240,5 @@ def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:
                                      query_timeout=opts.query_timeout)
     LOG.info('provider view on, read-only from %s, at most %ss old', reader.label,
              conf.scheduler.provider_view_max_age)
-    return ProviderView(reader.read, max_age=conf.scheduler.provider_view_max_age)
+    return ProviderView(reader.read, max_age=conf.scheduler.provider_view_max_age,
+                        full_read_interval=conf.scheduler.provider_view_full_read_interval)

@@ -6,9 +6,9 @@ Never a write: every connection is made read-only before it is used
 (``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
 ``default_transaction_read_only`` on PostgreSQL, ``PRAGMA query_only`` on SQLite),
 so even credentials that could write cannot. Connections are not pooled (one per
-read). URLs are shown with the password masked, and error texts are scrubbed of
-it. SQLAlchemy and the drivers are the ``celldb`` extra, imported only when a
-connection is configured.
+read), except one kept for a reader that reads every second. URLs are shown with
+the password masked, and error texts are scrubbed of it. SQLAlchemy and the
+drivers are the ``celldb`` extra, imported only when a connection is configured.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ class ReadOnlyDatabase:
     """
 
     def __init__(self, url: str, *, option: str, error: type[SchedulerError],
-                 connect_timeout: int = 5, query_timeout: int = 30):
+                 connect_timeout: int = 5, query_timeout: int = 30,
+                 keep_connection: bool = False):
         sqlalchemy = sqlalchemy_module(option)
         self._option = option
         self._error = error
@@ -61,11 +62,21 @@ class ReadOnlyDatabase:
                 f'{option}: {self.label}: only MySQL/MariaDB, PostgreSQL and '
                 f'SQLite can be opened read-only here, not {backend!r}')
         self._setup = _SESSION_SETUP[backend]
+        # One connection per read, unless reads come every second or so (the
+        # provider view): then one connection is kept, checked before each use.
+        pooling: dict[str, Any] = (
+            {'poolclass': sqlalchemy.pool.QueuePool, 'pool_size': 1, 'max_overflow': 1,
+             'pool_pre_ping': True, 'pool_recycle': 3600} if keep_connection
+            else {'poolclass': sqlalchemy.pool.NullPool})
         self._engine = sqlalchemy.create_engine(
-            parsed, poolclass=sqlalchemy.pool.NullPool,
+            parsed, **pooling,
             connect_args=_connect_args(backend, parsed.get_driver_name(), connect_timeout,
                                        query_timeout))
         sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
+        # Errors of the driver's own cursor (readers that fetch through it for speed).
+        dbapi = getattr(self._engine.dialect, 'loaded_dbapi', None) or self._engine.dialect.dbapi
+        self._driver_errors: tuple[type[BaseException], ...] = (
+            (dbapi.Error,) if dbapi is not None and hasattr(dbapi, 'Error') else ())
 
     def _read_only_session(self, dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
@@ -85,7 +96,7 @@ class ReadOnlyDatabase:
                     yield connection
                 finally:
                     connection.rollback()
-        except sqlalchemy.exc.SQLAlchemyError as e:
+        except (sqlalchemy.exc.SQLAlchemyError, *self._driver_errors) as e:
             detail = str(getattr(e, 'orig', None) or e).strip().splitlines()[0][:300]
             raise self._error(f'{type(e).__name__}: {self._scrub(detail)}') from None
 

@@ -88,7 +88,7 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         used = _used(snapshot, rc, inv.used, overlay)
         step = np.where(inv.step_size > 0, inv.step_size, 1)
         mask &= (inv.present
-                 & (used + amount <= (inv.total - inv.reserved) * inv.allocation_ratio)
+                 & (used + amount <= snapshot.limit(rc))
                  & (inv.min_unit <= amount) & (inv.max_unit >= amount)
                  & (amount % step == 0))
         if not mask.any():
@@ -120,25 +120,38 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
     uuids = snapshot.uuids
     requests = [{'allocations': {uuids[row]: {'resources': dict(group.resources)}},
                  'mappings': {'': [uuids[row]]}} for row in rows]
-    summaries = {uuids[member]: _summary(snapshot, member, overlay)
-                 for row in rows for member in snapshot.trees[row]}
     return Candidates.from_json({'allocation_requests': requests,
-                                 'provider_summaries': summaries}, microversion)
+                                 'provider_summaries': summaries(snapshot, rows, overlay)},
+                                microversion)
 
 
-def _summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> dict[str, Any]:
-    rp = snapshot.uuids[row]
-    claimed = overlay.get(rp, {})
-    resources = {}
+def summaries(snapshot: ProviderSnapshot, roots: list[int],
+              overlay: Overlay) -> dict[str, dict[str, Any]]:
+    """Placement's provider summaries of the trees of ``roots``: every provider of
+    each, its capacity and usage per class (plus this worker's claims since the
+    read), its traits, parent and root."""
+    members = [m for root in roots for m in snapshot.tree(root)] if snapshot.nested else roots
+    at = np.array(members, dtype=np.intp)
+    uuids = snapshot.uuids
+    classes = []
     for rc, inv in snapshot.inventories.items():
-        if inv.present[row]:
-            capacity = int((int(inv.total[row]) - int(inv.reserved[row]))
-                           * float(inv.allocation_ratio[row]))
-            resources[rc] = {'capacity': capacity,
-                             'used': int(inv.used[row]) + claimed.get(rc, 0)}
-    return {'resources': resources, 'traits': sorted(snapshot.traits[row]),
-            'parent_provider_uuid': snapshot.parents[row],
-            'root_provider_uuid': snapshot.uuids[snapshot.roots[row]]}
+        present = inv.present[at]
+        if present.any():
+            classes.append((rc, present.tolist(), snapshot.capacity(rc)[at].tolist(),
+                            inv.used[at].tolist()))
+    roots_of = snapshot.roots[at].tolist()
+    traits = snapshot.traits
+    result: dict[str, dict[str, Any]] = {}
+    for i, row in enumerate(members):
+        rp = uuids[row]
+        claimed = overlay.get(rp)
+        resources = {rc: {'capacity': capacity[i],
+                          'used': used[i] + (claimed.get(rc, 0) if claimed else 0)}
+                     for rc, present, capacity, used in classes if present[i]}
+        result[rp] = {'resources': resources, 'traits': list(traits.of(row)),
+                      'parent_provider_uuid': snapshot.parent_uuid(row),
+                      'root_provider_uuid': uuids[roots_of[i]]}
+    return result
 
 
 def _used(snapshot: ProviderSnapshot, rc: str, used: np.ndarray,

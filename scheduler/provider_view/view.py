@@ -2,7 +2,8 @@
 
 A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
 (another scheduler got there first), is read again on a thread while requests go
-on with it.
+on with it: only what changed since (the reader knows how), and the whole of it
+every ``full_read_interval`` seconds.
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -28,6 +29,13 @@ LOG = logging.getLogger(__name__)
 
 #: Why a query went to Placement when the view could not be read (a metric label).
 UNREADABLE = 'view unreadable'
+#: Why a query the view answers exactly went to Placement all the same: no provider
+#: of the view fits. The view may be behind (capacity freed since is not in it), and
+#: a NoValidHost is only ever Placement's word.
+NONE_FIT = 'no provider fits in the view'
+
+#: Reads a snapshot: the whole of it (None), or what changed since the one given.
+Reader = Callable[[ProviderSnapshot | None], ProviderSnapshot]
 
 
 class ProviderViewError(SchedulerError):
@@ -35,17 +43,21 @@ class ProviderViewError(SchedulerError):
 
 
 class ProviderView:
-    def __init__(self, read: Callable[[], ProviderSnapshot], *, max_age: float,
+    def __init__(self, read: Reader, *, max_age: float, full_read_interval: float = 60.0,
                  clock: Callable[[], float] = time.monotonic,
                  read_behind: bool = True):
         self.max_age = max_age
-        self._read = read
+        self.full_read_interval = full_read_interval
+        self._read_changes = read
+        self._full_read_at = float('-inf')
         self._clock = clock
         # A snapshot older than max_age is read again on a thread of its own while
         # requests go on with the one they have (reading 10,000 providers takes
         # about half a second); with read_behind off, the request reads it.
         self._read_behind = read_behind
         self._lock = threading.Lock()
+        # One read at a time, so that a read of changes starts from the newest snapshot.
+        self._read_lock = threading.Lock()
         self._snapshot: ProviderSnapshot | None = None
         self._read_at = float('-inf')
         self._stale = False
@@ -68,8 +80,10 @@ class ProviderView:
         why = why_not_exact(query, snapshot)
         if why is not None:
             return None, why
-        return candidates(snapshot, query, overlay=overlay, microversion=microversion,
-                          rng=rng), None
+        found = candidates(snapshot, query, overlay=overlay, microversion=microversion, rng=rng)
+        if not len(found):
+            return None, NONE_FIT
+        return found, None
 
     def claimed(self, allocations: Iterable[Mapping[str, Mapping[str, int]]]) -> None:
         """Claims this worker made and kept: the view shows them until its next read."""
@@ -106,6 +120,19 @@ class ProviderView:
             started = self._clock()
             self._install(self._read(), started, {})
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]
+
+    def _read(self) -> ProviderSnapshot:
+        """The next snapshot: what changed since the last one, or all of it when the
+        last whole read is ``full_read_interval`` old (or there is none)."""
+        with self._read_lock:
+            previous = self._snapshot
+            whole = previous is None or (
+                self._clock() - self._full_read_at > self.full_read_interval)
+            started = self._clock()
+            snapshot = self._read_changes(None if whole else previous)
+            if whole:
+                self._full_read_at = started
+            return snapshot
 
     def _start_read_behind(self) -> None:
         # Under the lock; one read at a time.

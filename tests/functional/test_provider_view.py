@@ -11,6 +11,7 @@ cannot answer exactly are detected and left to Placement.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import random
 import time
@@ -22,8 +23,10 @@ from placement_client.client import PlacementClient
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import exceptions as exc
 from scheduler import metrics
+from scheduler.catalog import placement_db
 from scheduler.catalog.placement_db import PlacementDatabaseReader
 from scheduler.provider_view import answer
+from scheduler.provider_view.view import NONE_FIT
 from scheduler.simulate import seed
 from tests.builders import PROJECT, USER, boot_spec, new_uuids, select
 from tests.fixtures.placement import make_placement_conf
@@ -216,16 +219,110 @@ def test_the_service_places_from_the_view_and_placement_refuses_what_a_stale_vie
     while view.reads < 2:
         assert time.monotonic() < deadline, 'the view was not read again'
         time.sleep(0.05)
+    # The view has no host left, so Placement is asked, and it has none either.
+    none_fit = metrics.PROVIDER_VIEW_QUERIES.value(answer='placement', why=NONE_FIT)
     with pytest.raises(exc.NoValidHost) as failure:
         select(running, boot_spec(**flavor), [third])
     assert 'capacity exceeded' not in failure.value.reason
-    assert metrics.PROVIDER_VIEW_QUERIES.value(answer='view', why='') == from_view + 3
+    assert metrics.PROVIDER_VIEW_QUERIES.value(answer='view', why='') == from_view + 2
+    assert metrics.PROVIDER_VIEW_QUERIES.value(answer='placement', why=NONE_FIT) == none_fit + 1
     # Nothing overcommitted, nothing leaked.
     for rp in (small, big):
         usages = placement_client.request('GET', f'/resource_providers/{rp}/usages',
                                           microversion='1.36').json()['usages']
         assert usages['VCPU'] == 4
     assert set(consumers_with_allocations(placement_client, [big])) == {first}
+
+
+def state_of(snapshot) -> dict:
+    """Everything a snapshot says of each provider, by uuid (to compare two reads)."""
+    return {rp: (int(snapshot.generations[row]), snapshot.parent_uuid(row),
+                 snapshot.traits.of(row), snapshot.aggregates.of(row),
+                 {rc: tuple(float(getattr(inv, f)[row]) for f in (
+                     'total', 'reserved', 'min_unit', 'max_unit', 'step_size',
+                     'allocation_ratio', 'used'))
+                  for rc, inv in snapshot.inventories.items() if inv.present[row]})
+            for row, rp in enumerate(snapshot.uuids)}
+
+
+def random_changes(client, rng: random.Random, providers: list[str],
+                   consumers: list[str]) -> str:
+    """One write another client of Placement could make; what it was."""
+    rp = rng.choice(providers)
+    kind = rng.choice(('claim', 'claim', 'delete', 'inventory', 'traits', 'aggregates'))
+    if kind == 'claim':
+        inventories = client.request('GET', f'/resource_providers/{rp}/inventories',
+                                     microversion='1.36').json()['inventories']
+        usages = client.request('GET', f'/resource_providers/{rp}/usages',
+                                microversion='1.36').json()['usages']
+        wanted = {}
+        for rc, inv in inventories.items():
+            amount = max(inv['min_unit'], inv['step_size'])
+            room = (inv['total'] - inv['reserved']) * inv['allocation_ratio'] - usages[rc]
+            if amount <= min(room, inv['max_unit']):
+                wanted[rc] = amount
+        if not wanted:
+            return 'nothing (full)'
+        consumer = str(uuid.uuid4())
+        seed.allocate(client, consumer, {rp: wanted}, PROJECT, USER)
+        consumers.append(consumer)
+        return f'claim {wanted}'
+    if kind == 'delete':
+        if not consumers:
+            return 'nothing (no claim yet)'
+        # DELETE /allocations/{consumer} moves no provider's generation.
+        client.delete_allocations(consumers.pop(rng.randrange(len(consumers))))
+        return 'delete'
+    if kind == 'inventory':
+        current = client.request('GET', f'/resource_providers/{rp}/inventories',
+                                 microversion='1.36').json()['inventories']
+        if 'VCPU' not in current:
+            return 'nothing (no VCPU)'
+        current['VCPU']['reserved'] = rng.choice((0, 1))
+        current['VCPU']['allocation_ratio'] = rng.choice((1.0, 2.0, 16.0))
+        seed.set_inventories(client, rp, {rc: {k: v for k, v in inv.items()
+                                               if k in seed.INVENTORY_FIELDS}
+                                          for rc, inv in current.items()})
+        return 'inventory'
+    if kind == 'traits':
+        seed.set_traits(client, rp, rng.sample(TRAITS, rng.randint(0, 2)))
+        return 'traits'
+    seed.set_aggregates(client, rp, rng.sample(AGGREGATES, rng.randint(0, 2)))
+    return 'aggregates'
+
+
+@pytest.mark.parametrize('shortcut', [True, False], ids=['recent-writes', 'every-generation'])
+def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
+        placement_client, reader, monkeypatch, shortcut):
+    # Other clients of Placement write between reads: claims, deletions (which
+    # move no generation), inventories, traits, aggregates. Each read of the
+    # changes since the previous snapshot must say what a whole read says, both
+    # when the providers written lately account for every moved generation and
+    # when they do not (here: a look-back that ends in the future finds none).
+    if not shortcut:
+        monkeypatch.setattr(placement_db, 'WRITE_OVERLAP', datetime.timedelta(hours=-1))
+    rng = random.Random(20261125)
+    providers, children = random_cloud(placement_client, rng, 10)
+    consumers: list[str] = []
+    snapshot = reader.read()
+    done = []
+    for _ in range(40):
+        for _ in range(rng.randint(1, 3)):
+            done.append(random_changes(placement_client, rng, providers + children, consumers))
+        change_reads = reader.change_reads
+        snapshot = reader.read(snapshot)
+        assert reader.change_reads == change_reads + 1     # not a whole read in disguise
+        assert state_of(snapshot) == state_of(reader.read()), done[-3:]
+    assert {'claim', 'delete', 'inventory', 'traits', 'aggregates'} <= {
+        d.split(' ')[0] for d in done}
+    assert (reader.generation_scans == 0) if shortcut else (reader.generation_scans > 20)
+
+    # A new provider changes the rows themselves: that read is a whole one.
+    seed.create_provider(placement_client, name='view-new', inventories={'VCPU': 8})
+    whole_reads = reader.whole_reads
+    snapshot = reader.read(snapshot)
+    assert reader.whole_reads == whole_reads + 1
+    assert state_of(snapshot) == state_of(reader.read())
 
 
 def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
@@ -250,6 +347,13 @@ def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
             ours = answer.candidates(snapshot, query, overlay={}, microversion='1.36')
             assert requests_of(ours) == requests_of(theirs), query.describe()
             assert summaries_of(ours) == summaries_of(theirs), query.describe()
+        # Reads of what changed, through the driver's own cursor, as on sqlite.
+        consumers: list[str] = []
+        for _ in range(15):
+            random_changes(client, rng, providers, consumers)
+            snapshot = reader.read(snapshot)
+            assert state_of(snapshot) == state_of(reader.read())
+        assert reader.change_reads == 15
     finally:
         reader.close()
         seed.delete_all(client)
