@@ -84,6 +84,10 @@ class HostData(Protocol):
 
     def provider_name(self, provider_uuid: str) -> str | None: ...
 
+    def versions(self) -> object:
+        """A value that changes whenever anything :meth:`host_rows` returns may have
+        changed."""
+
     def host_rows(self, provider_uuids: Sequence[str]
                   ) -> list[tuple[HostRecord, tuple[Aggregate, ...], tuple[str, ...], bool]]:
         """Per root provider, in order: its record, its aggregates, the uuids of its

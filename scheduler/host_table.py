@@ -221,6 +221,12 @@ class HostTable:
     supported_codes: np.ndarray
     supported_values: list[Any]
 
+    # Per row, its allocation requests and its tree's providers; per provider uuid,
+    # its summary: read only when a row's HostState is built.
+    _requests: Sequence[Sequence[Mapping[str, Any]]]
+    _trees: Sequence[Sequence[str]]
+    _summaries: Mapping[str, Mapping[str, Any]]
+
     #: What the columns read of each record, shared by every table of the process.
     record_values = RecordValues()
 
@@ -259,14 +265,14 @@ class HostTable:
                 by_root[root].append(request)
 
         self.roots: list[str] = list(by_root)
-        self._requests: list[list[Mapping[str, Any]]] = list(by_root.values())
+        self._requests = list(by_root.values())
         n = len(self.roots)
         index = {root: i for i, root in enumerate(self.roots)}
         self._summaries = summaries
-        self._trees: list[list[str]] = [[] for _ in range(n)]
+        trees: list[list[str]] = [[] for _ in range(n)]
+        self._trees = trees
         capacity: dict[str, list[int]] = {}
         used: dict[str, list[int]] = {}
-        trees = self._trees
         for rp, summary in summaries.items():
             row = index.get(root_of[rp])
             if row is None:
@@ -280,14 +286,7 @@ class HostTable:
                 column[row] += int(usage['capacity'])
                 used[rc][row] += int(usage['used'])
 
-        rows = catalog.host_rows(self.roots)
-        records = [r[0] for r in rows]
-        self._fill(capacity, used, records, [r[1] for r in rows], [r[2] for r in rows],
-                   [r[3] for r in rows], list(map(self.record_values, records)))
-        self.num_instances = np.maximum(
-            np.array([len(inst) for inst in self.instances], dtype=np.int64),
-            self.num_instances)
-        self._hosts: list[HostState | None] = [None] * n
+        self._fill_from_catalog(catalog, capacity, used)
 
     @classmethod
     def from_hosts(cls, hosts: Sequence[HostState]) -> HostTable:
@@ -312,7 +311,73 @@ class HostTable:
             table._follow(row, host)
         return table
 
-    def _fill(self, capacity: Mapping[str, list[int]], used: Mapping[str, list[int]],
+    @classmethod
+    def from_columns(cls, roots: list[str], capacity: Mapping[str, np.ndarray],
+                     used: Mapping[str, np.ndarray], catalog: HostData, *,
+                     trees: Sequence[Sequence[str]],
+                     default_availability_zone: str = 'nova') -> HostTable:
+        """A table of the hosts ``roots`` whose capacity and usage are already summed
+        per tree (a snapshot of Placement's providers, not one of its answers).
+
+        Its rows have no allocation requests or provider summaries yet: each
+        request takes a :meth:`fork` that says where they come from.
+        """
+        table = cls.__new__(cls)
+        table.default_availability_zone = default_availability_zone
+        table.roots = roots
+        table._trees = trees
+        table._requests = []
+        table._summaries = {}
+        table._fill_from_catalog(catalog, capacity, used)
+        return table
+
+    def _fill_from_catalog(self, catalog: HostData,
+                           capacity: Mapping[str, Sequence[int] | np.ndarray],
+                           used: Mapping[str, Sequence[int] | np.ndarray]) -> None:
+        """Every column, the roots' catalog rows read under one lock."""
+        rows = catalog.host_rows(self.roots)
+        records = [r[0] for r in rows]
+        self._fill(capacity, used, records, [r[1] for r in rows], [r[2] for r in rows],
+                   [r[3] for r in rows], list(map(self.record_values, records)))
+        self.num_instances = np.maximum(
+            np.array([len(inst) for inst in self.instances], dtype=np.int64),
+            self.num_instances)
+        self._hosts: list[HostState | None] = [None] * len(self.roots)
+
+    def with_usage(self, capacity: Mapping[str, np.ndarray],
+                   used: Mapping[str, np.ndarray]) -> HostTable:
+        """This table with other capacity and usage columns (the same hosts, the same
+        catalog), sharing everything else."""
+        table = self._copy()
+        table.capacity, table.used = dict(capacity), dict(used)
+        table._multipliers = {}
+        return table
+
+    def fork(self, *, requests: Sequence[Sequence[Mapping[str, Any]]],
+             summaries: Mapping[str, Mapping[str, Any]]) -> HostTable:
+        """A table for one request over this one's rows: what the request changes
+        (consume()) stays its own, and ``requests`` (per row) and ``summaries`` (per
+        provider uuid) give its hosts' allocation requests and provider summaries
+        when a HostState is built."""
+        table = self._copy()
+        table.used = {rc: column.copy() for rc, column in self.used.items()}
+        table.capacity = dict(self.capacity)
+        for column in CONSUMED_COLUMNS:
+            setattr(table, column.name, getattr(self, column.name).copy())
+        table.instances = list(self.instances)
+        table._requests = requests
+        table._summaries = summaries
+        return table
+
+    def _copy(self) -> HostTable:
+        table = HostTable.__new__(HostTable)
+        table.__dict__.update(self.__dict__)
+        table._hosts = [None] * len(self.roots)
+        table._instance_rows = None
+        return table
+
+    def _fill(self, capacity: Mapping[str, Sequence[int] | np.ndarray],
+              used: Mapping[str, Sequence[int] | np.ndarray],
               records: list[HostRecord], aggregates: list[tuple[Aggregate, ...]],
               instances: list[tuple[str, ...]], instance_info_known: list[bool],
               values: list[tuple[Any, ...]]) -> None:

@@ -228,7 +228,7 @@ class SchedulerManager:
         request_filters_stage.run(self.request_filters, spec, self.request_filter_sources,
                                   self.conf, trace)
         candidates = self.query.candidates(context, spec, trace, claim=claim)
-        hosts = self.hosts.for_candidates(context, spec, candidates, trace)
+        hosts = self.hosts.for_answer(context, spec, candidates, trace)
         if not (trace.truncated and self.conf.scheduler.retry_without_limit):
             return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
         # Placement stopped at ``limit`` candidates, and what it cannot express (a
@@ -247,7 +247,7 @@ class SchedulerManager:
         trace.restart_query()
         candidates = self.query.candidates(context, spec, trace, claim=claim, unlimited=True)
         trace.note_retry_without_limit(first)
-        hosts = self.hosts.for_candidates(context, spec, candidates, trace)
+        hosts = self.hosts.for_answer(context, spec, candidates, trace)
         try:
             decision = self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
         except exc.NoValidHost:

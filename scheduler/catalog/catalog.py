@@ -114,6 +114,8 @@ class HostCatalog:
                 f'default cell uuid must be a UUID, got {default_cell_uuid!r}') from None
         self._default_availability_zone = default_availability_zone
         self._lock = threading.Lock()
+        # Moves on every change of what host_rows() returns (see versions()).
+        self._version = 0
         self._file = _FileLayer(HostsFileContent(), None)
         # Aggregates as the casts left them, and uuids of aggregates deleted by a cast.
         self._cast_aggregates: dict[str, Aggregate] = {}
@@ -152,6 +154,7 @@ class HostCatalog:
         """Replace the file layer with ``content`` (a parsed hosts file from ``source``)."""
         layer = _FileLayer(content, source)
         with self._lock:
+            self._version += 1
             self._file = layer
             self._resolved = {}
             self._rebuild_aggregates()
@@ -195,6 +198,12 @@ class HostCatalog:
                              on_host is not None))
         return rows
 
+    def versions(self) -> object:
+        """A value that changes whenever anything :meth:`host_rows` returns may have
+        changed (a table kept across requests is read again then)."""
+        with self._lock:
+            return self._version
+
     def provider_name(self, provider_uuid: str) -> str | None:
         with self._lock:
             name = self._provider_names.get(provider_uuid)
@@ -210,6 +219,7 @@ class HostCatalog:
     def remember_provider_names(self, names: Mapping[str, str]) -> None:
         """Learn provider uuid -> name pairs from Placement."""
         with self._lock:
+            self._version += 1
             known = self._provider_names
             if any(known.get(uuid) != name for uuid, name in names.items()):
                 known.update(names)
@@ -239,6 +249,7 @@ class HostCatalog:
         if not found:
             return
         with self._lock:
+            self._version += 1
             snapshot = self._nova.snapshot
             known = {h.provider_uuid for h in found}
             merged = tuple(h for h in snapshot.hypervisors if h.provider_uuid not in known)
@@ -257,6 +268,7 @@ class HostCatalog:
         if not found:
             return
         with self._lock:
+            self._version += 1
             before = self._cell_db.by_provider
             self._cell_db = _CellDbLayer({**before, **{n.provider_uuid: n for n in found}}
                                          .values())
@@ -335,6 +347,7 @@ class HostCatalog:
             aggregates = [aggregates]
         copies = [_copy_aggregate(a) for a in aggregates]
         with self._lock:
+            self._version += 1
             for aggregate in copies:
                 self._cast_seq += 1
                 self._cast_seq_by_uuid[aggregate.uuid] = self._cast_seq
@@ -346,6 +359,7 @@ class HostCatalog:
     def delete_aggregate(self, aggregate: Aggregate) -> None:
         aggregate = _copy_aggregate(aggregate)
         with self._lock:
+            self._version += 1
             self._cast_seq += 1
             self._cast_seq_by_uuid[aggregate.uuid] = self._cast_seq
             self._cast_aggregates.pop(aggregate.uuid, None)
@@ -362,6 +376,7 @@ class HostCatalog:
         sync_instance_info (nova-compute sends one every 120 s by default).
         """
         with self._lock:
+            self._version += 1
             known = self._instances.get(host)
             if known is None:
                 self._instances[host] = dict.fromkeys(instance_uuids)
@@ -372,6 +387,7 @@ class HostCatalog:
         """An instance left ``host``. Unknown host: nothing is known to remove (Nova
         would re-read the database); the host stays unknown until a list arrives."""
         with self._lock:
+            self._version += 1
             known = self._instances.get(host)
             if known is not None:
                 known.pop(instance_uuid, None)
@@ -381,6 +397,7 @@ class HostCatalog:
         matches and re-reads the database when it does not; the compute host's own
         list is what that read would return, so it replaces ours."""
         with self._lock:
+            self._version += 1
             self._instances[host] = dict.fromkeys(instance_uuids)
 
     # Nova compute API sync -------------------------------------------------------------
@@ -397,6 +414,7 @@ class HostCatalog:
         on top of it. Deletions by cast always stay (see the module docstring).
         """
         with self._lock:
+            self._version += 1
             for agg_uuid in [u for u in self._cast_aggregates
                              if self._cast_seq_by_uuid.get(u, 0) <= cast_mark]:
                 del self._cast_aggregates[agg_uuid]
@@ -426,6 +444,7 @@ class HostCatalog:
         changes none leaves the catalog as it is.
         """
         with self._lock:
+            self._version += 1
             snapshot = self._nova.snapshot
             old = snapshot.services
             changed = {host for host in old.keys() | services.keys()
@@ -448,6 +467,7 @@ class HostCatalog:
         """Replace what the cell databases said (every cell's last good read), atomically."""
         layer = _CellDbLayer(nodes)
         with self._lock:
+            self._version += 1
             self._cell_db = layer
             self._resolved = {}
         LOG.debug('cell database nodes applied: %d', len(layer.by_provider))

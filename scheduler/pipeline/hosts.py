@@ -1,5 +1,5 @@
-"""Stage ``host_states``: from candidates (or a rebuild check's named host) to the
-hosts the filters judge.
+"""Stage ``host_states``: from candidates (or the provider view's match, or a
+rebuild check's named host) to the hosts the filters judge.
 
 Before the hosts are built, what Nova reads per request is made as fresh as
 configured: the compute services' state (``[nova] service_state_max_age``) and,
@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+import numpy as np
 from oslo_config import cfg
 
 from placement_client import exceptions as pexc
@@ -34,6 +35,7 @@ from scheduler.pipeline.failures import (
     short,
 )
 from scheduler.pipeline.ordering import prefilter_hosts
+from scheduler.provider_view.view import Match
 from scheduler.request.node_details import uses_compute_node_details
 
 LOG = logging.getLogger(__name__)
@@ -59,6 +61,39 @@ class HostBuilder:
         self.find_roots = find_roots
         self.refresh_service_states = refresh_service_states
         self.refresh_compute_nodes = refresh_compute_nodes
+
+    def for_answer(self, context: RequestContext, spec: RequestSpec,
+                   answer: Candidates | Match, trace: RequestTrace) -> HostView:
+        """The hosts of Placement's answer or of the provider view's match."""
+        if isinstance(answer, Match):
+            return self.for_view(context, spec, answer, trace)
+        return self.for_candidates(context, spec, answer, trace)
+
+    def for_view(self, context: RequestContext, spec: RequestSpec, match: Match,
+                 trace: RequestTrace) -> HostView:
+        """The hosts of the provider view's match, restricted as the spec asks: rows
+        of the table the view keeps over its snapshot, read from the catalog as
+        fresh as for Placement's answers."""
+        self.refresh_service_states()
+        with metrics.stage('host_states'):
+            hosts = match.hosts(self.catalog,
+                                default_availability_zone=self.conf.default_availability_zone)
+        roots = hosts.table.roots
+        uuids = {roots[row] for row in hosts.rows.tolist()}
+        self._learn_provider_names(context, uuids)
+        unresolved = self.resolver.resolve(uuids)
+        if unresolved:
+            hosts = hosts.where(np.fromiter((roots[row] not in unresolved
+                                             for row in hosts.rows.tolist()),
+                                            dtype=bool, count=len(hosts)))
+        trace.hosts = len(hosts)
+        hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
+        if unresolved:
+            trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved),
+                                       **trace.prefilter_removed}
+        if not hosts and unresolved:
+            raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
+        return hosts
 
     def for_candidates(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
                        trace: RequestTrace) -> HostView:

@@ -2,7 +2,9 @@
 
 The requested (or forced) destination becomes ``in_tree``; the spec is
 translated into ``GET /allocation_candidates`` (:mod:`scheduler.request.translate`);
-an answer fetched a moment ago for the same query may be reused
+with ``[scheduler] provider_view``, a query the view answers exactly is answered
+there, with every provider that holds it (:mod:`scheduler.provider_view`), and
+never sent; an answer fetched a moment ago for the same query may be reused
 (:mod:`scheduler.pipeline.candidate_reuse`); Nova's PCPU fallback asks once more with
 VCPU and merges the answers. An empty answer, or one Placement refused, is a
 NoValidHost whose reason says which.
@@ -15,7 +17,6 @@ from oslo_config import cfg
 
 from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
-from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
 from scheduler import exceptions as exc
@@ -32,8 +33,13 @@ from scheduler.pipeline.failures import (
     placement_failure,
     short,
 )
-from scheduler.provider_view.view import ProviderView
+from scheduler.provider_view.view import Match, ProviderView
+from scheduler.request.node_details import uses_compute_node_details
 from scheduler.request.translate import build_query, fallback_query_needed
+
+#: Why a query the provider view might answer went to Placement (metric labels).
+NEEDS_FALLBACK = 'PCPU fallback query'
+NEEDS_NODE_DETAILS = 'NUMA or PCI request'
 
 LOG = logging.getLogger(__name__)
 
@@ -48,9 +54,10 @@ class PlacementQuery:
         self.view = view
 
     def candidates(self, context: RequestContext, spec: RequestSpec, trace: RequestTrace, *,
-                   claim: bool, unlimited: bool = False) -> Candidates:
-        """Placement's answer for ``spec`` (all of it with ``unlimited``); NoValidHost
-        when it holds no candidate."""
+                   claim: bool, unlimited: bool = False) -> Candidates | Match:
+        """Placement's answer for ``spec`` (all of it with ``unlimited``), or every
+        provider that holds it in the provider view, when the view answers;
+        NoValidHost when there is none."""
         in_tree, multi_node = self.resolve_destination(context, spec)
         # With several nodes behind the requested host, the right one might not be
         # among the first N candidates (Nova drops the limit too); the hints that
@@ -67,12 +74,16 @@ class PlacementQuery:
             redact=not self.conf.scheduler.explain_host_names)
         trace.limit = translated.query.limit
 
+        # A move holds allocations an earlier answer or the view does not know about.
+        reuse = claim and spec.requested_destination is None and not spec.ignore_hosts
+        fallback = fallback_query_needed(translated, self.conf)
         with metrics.stage('placement_query'):
-            # A move holds allocations the answer does not know about: ask afresh.
-            candidates = self._ask(
-                context, translated.query, trace,
-                reuse=claim and spec.requested_destination is None and not spec.ignore_hosts)
-            if fallback_query_needed(translated, self.conf):
+            if reuse and self.view is not None:
+                match = self._from_view(translated.query, spec, trace, fallback=fallback)
+                if match is not None:
+                    return match
+            candidates = self._ask(context, translated.query, trace, reuse=reuse)
+            if fallback:
                 candidates = self._with_fallback(context, spec, candidates, limit=limit,
                                                  in_tree=in_tree, trace=trace)
         trace.candidates = len(candidates)
@@ -127,17 +138,32 @@ class PlacementQuery:
             self.catalog.remember_provider_names(learnt)
         return {**found, **learnt}
 
+    def _from_view(self, query: AllocationCandidatesQuery, spec: RequestSpec,
+                   trace: RequestTrace, *, fallback: bool) -> Match | None:
+        """Every provider the provider view says holds ``query``; None when Placement
+        must answer (the view says why, counted)."""
+        assert self.view is not None
+        match: Match | None = None
+        if fallback:
+            why: str | None = NEEDS_FALLBACK
+        elif uses_compute_node_details(spec):
+            # Their filters read each candidate's NUMA cells and PCI pools from the
+            # cell databases, refreshed per request: for a few candidates, not all.
+            why = NEEDS_NODE_DETAILS
+        else:
+            match, why = self.view.match(query)
+        metrics.PROVIDER_VIEW_QUERIES.inc(answer='placement' if match is None else 'view',
+                                          why=why or '')
+        if match is None:
+            return None
+        trace.query = f'{trace.query} (answered from the provider view: every matching host)'
+        trace.limit = None
+        trace.candidates = len(match)
+        metrics.CANDIDATES.observe(trace.candidates)
+        return match
+
     def _ask(self, context: RequestContext, query: AllocationCandidatesQuery,
              trace: RequestTrace, *, reuse: bool = False) -> Candidates:
-        if reuse and self.view is not None:
-            # The same requests as may reuse an answer: a move's allocations are
-            # not in the view either.
-            answer, why = self.view.answer(query, microversion=ALLOCATION_CANDIDATES_MICROVERSION)
-            metrics.PROVIDER_VIEW_QUERIES.inc(answer='placement' if answer is None else 'view',
-                                              why=why or '')
-            if answer is not None:
-                trace.query = f'{trace.query} (answered from the provider view)'
-                return answer
         key = query.describe()
         if reuse and self.reuse.enabled:
             cached = self.reuse.get(key)

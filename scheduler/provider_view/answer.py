@@ -154,6 +154,18 @@ def summaries(snapshot: ProviderSnapshot, roots: list[int],
     return result
 
 
+def provider_summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> dict[str, Any]:
+    """One provider's summary, as :func:`summaries` gives it."""
+    rp = snapshot.uuids[row]
+    claimed = overlay.get(rp) or {}
+    return {'resources': {rc: {'capacity': int(snapshot.capacity(rc)[row]),
+                               'used': int(inv.used[row]) + claimed.get(rc, 0)}
+                          for rc, inv in snapshot.inventories.items() if inv.present[row]},
+            'traits': list(snapshot.traits.of(row)),
+            'parent_provider_uuid': snapshot.parent_uuid(row),
+            'root_provider_uuid': snapshot.uuids[int(snapshot.roots[row])]}
+
+
 def _used(snapshot: ProviderSnapshot, rc: str, used: np.ndarray,
           overlay: Overlay) -> np.ndarray:
     if not overlay:

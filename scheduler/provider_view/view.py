@@ -14,15 +14,17 @@ host looks fuller than it is), never missed.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
-from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
 from scheduler.exceptions import SchedulerError
-from scheduler.provider_view.answer import candidates, why_not_exact
+from scheduler.host_state import HostData
+from scheduler.host_table import HostView
+from scheduler.provider_view.answer import Overlay, matching, why_not_exact
+from scheduler.provider_view.hosts import ViewTables
 from scheduler.provider_view.snapshot import ProviderSnapshot
 
 LOG = logging.getLogger(__name__)
@@ -36,6 +38,28 @@ NONE_FIT = 'no provider fits in the view'
 
 #: Reads a snapshot: the whole of it (None), or what changed since the one given.
 Reader = Callable[[ProviderSnapshot | None], ProviderSnapshot]
+
+
+@dataclass(frozen=True)
+class Match:
+    """The providers of one snapshot that hold a whole query (roots, in row order),
+    and this worker's claims since the snapshot was read."""
+
+    snapshot: ProviderSnapshot
+    rows: list[int]
+    resources: dict[str, int]
+    overlay: Overlay
+    tables: ViewTables
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def hosts(self, catalog: HostData, *, default_availability_zone: str = 'nova') -> HostView:
+        """These providers' hosts, as rows of the table the view keeps over the
+        snapshot, read from ``catalog`` as it is now."""
+        tables = self.tables.hosts(self.snapshot, catalog,
+                                   default_availability_zone=default_availability_zone)
+        return tables.view(self.rows, self.resources, self.overlay)
 
 
 class ProviderViewError(SchedulerError):
@@ -67,11 +91,17 @@ class ProviderView:
         self._since_read: dict[str, dict[str, int]] | None = None
         #: Snapshots read so far (for the status and the tests).
         self.reads = 0
+        # Every host of the latest snapshot as a table, for requests to fork.
+        self._tables = ViewTables()
 
-    def answer(self, query: AllocationCandidatesQuery, *, microversion: str,
-               rng: random.Random | None = None) -> tuple[Candidates | None, str | None]:
-        """(Placement's answer to ``query`` from the view, None) when the view answers
-        it exactly; (None, why) when Placement must."""
+    def match(self, query: AllocationCandidatesQuery) -> tuple[Match | None, str | None]:
+        """(The providers that hold the whole of ``query``, None) when the view answers
+        it exactly; (None, why) when Placement must.
+
+        Every matching provider, not ``query.limit`` of them: the limit bounds
+        Placement's work, and weighing a sample costs decision quality
+        (:mod:`.hosts`).
+        """
         try:
             snapshot, overlay = self._current()
         except ProviderViewError as e:
@@ -80,10 +110,11 @@ class ProviderView:
         why = why_not_exact(query, snapshot)
         if why is not None:
             return None, why
-        found = candidates(snapshot, query, overlay=overlay, microversion=microversion, rng=rng)
-        if not len(found):
+        rows = matching(snapshot, query, overlay)
+        if not rows:
             return None, NONE_FIT
-        return found, None
+        [group] = [g for g in query.groups if not g.is_empty()]
+        return Match(snapshot, rows, dict(group.resources), overlay, self._tables), None
 
     def claimed(self, allocations: Iterable[Mapping[str, Mapping[str, int]]]) -> None:
         """Claims this worker made and kept: the view shows them until its next read."""

@@ -23,12 +23,13 @@ from placement_client.client import PlacementClient
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import exceptions as exc
 from scheduler import metrics
-from scheduler.catalog import placement_db
+from scheduler.catalog import HostCatalog, placement_db
 from scheduler.catalog.placement_db import PlacementDatabaseReader
+from scheduler.host_table import HostTable
 from scheduler.provider_view import answer
-from scheduler.provider_view.view import NONE_FIT
+from scheduler.provider_view.view import NONE_FIT, ProviderView
 from scheduler.simulate import seed
-from tests.builders import PROJECT, USER, boot_spec, new_uuids, select
+from tests.builders import PROJECT, SERVICE_CELL, USER, boot_spec, new_uuids, select
 from tests.fixtures.placement import make_placement_conf
 from tests.fixtures.postgres_placement import POSTGRES_URL
 from tests.functional.cloud import add_host, consumers_with_allocations
@@ -151,6 +152,41 @@ def test_the_view_yields_the_hosts_placement_yields_on_the_same_state(
         answered += bool(len(theirs))
     # The walk met both answers with hosts and answers without.
     assert 0 < answered < asked
+
+
+@pytest.mark.parametrize('seed_value', range(3))
+def test_the_view_s_host_table_holds_what_a_table_of_placement_s_answer_holds(
+        placement_client, reader, seed_value):
+    # What a request decides over: every host of Placement's whole answer, with
+    # the capacity and usage Placement reports per class, whoever builds the table.
+    rng = random.Random(100 + seed_value)
+    providers, children = random_cloud(placement_client, rng, rng.randint(8, 14))
+    view = ProviderView(lambda previous=None: reader.read(previous), max_age=300.0)
+    catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
+    compared = 0
+    for _ in range(30):
+        query = random_query(rng, providers)
+        match, why = view.match(query)
+        if why == NONE_FIT:
+            assert not len(placement_client.get_allocation_candidates(query))
+            continue
+        if why is not None:
+            continue
+        ours = match.hosts(catalog)
+        theirs = HostTable(placement_client.get_allocation_candidates(query), catalog)
+        assert sorted(ours.table.roots[r] for r in ours.rows) == sorted(theirs.roots)
+        for row in ours.rows.tolist():
+            other = theirs.roots.index(ours.table.roots[row])
+            for rc in set(ours.table.capacity) | set(theirs.capacity):
+                for kind in ('capacity', 'used'):
+                    assert (ours.table.column(rc, kind)[row]
+                            == theirs.column(rc, kind)[other]), (query.describe(), rc, kind)
+            # A host built from the view's rows is the one built from Placement's.
+            host, their_host = ours.table.host(row), theirs.host(other)
+            assert (host.capacity, host.used, host.allocation_candidates) == (
+                their_host.capacity, their_host.used, their_host.allocation_candidates)
+        compared += 1
+    assert compared > 5
 
 
 def test_the_shapes_the_view_cannot_answer_are_detected_on_a_real_placement(

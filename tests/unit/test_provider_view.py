@@ -12,6 +12,7 @@ import time
 
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import metrics
+from scheduler.catalog import HostCatalog
 from scheduler.provider_view import answer
 from scheduler.provider_view.snapshot import ProviderSnapshot
 from scheduler.provider_view.view import (
@@ -20,7 +21,7 @@ from scheduler.provider_view.view import (
     ProviderView,
     ProviderViewError,
 )
-from tests.builders import make_conf, select, user_spec, uuid_for, uuids
+from tests.builders import SERVICE_CELL, make_conf, select, user_spec, uuid_for, uuids
 
 MICROVERSION = '1.36'
 
@@ -60,8 +61,18 @@ class Reads:
         return item
 
 
-def hosts_of(candidates) -> set[str]:
-    return candidates.root_provider_uuids()
+def hosts_of(found) -> set[str]:
+    """The hosts of a view's match, or of an answer in Placement's shape."""
+    if hasattr(found, 'rows'):
+        return {found.snapshot.uuids[row] for row in found.rows}
+    return found.root_provider_uuids()
+
+
+def used(match, name: str, rc: str = 'VCPU') -> int:
+    """What the view says ``name`` uses of ``rc``, this worker's claims included."""
+    snapshot = match.snapshot
+    summary = answer.provider_summary(snapshot, snapshot.index[uuid_for(name)], match.overlay)
+    return summary['resources'][rc]['used']
 
 
 def test_requests_within_the_max_age_share_one_read():
@@ -71,11 +82,11 @@ def test_requests_within_the_max_age_share_one_read():
 
     for moment in (0.0, 0.5, 1.0):
         now[0] = moment
-        found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+        found, why = view.match(vcpus(1))
         assert why is None and hosts_of(found) == {uuid_for('a')}
     assert reads.count == 1
     now[0] = 1.01
-    view.answer(vcpus(1), microversion=MICROVERSION)
+    view.match(vcpus(1))
     assert reads.count == 2
 
 
@@ -83,20 +94,22 @@ def test_the_worker_s_own_claims_count_until_the_next_read():
     now = [0.0]
     view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 4)), snapshot(('a', 8, 6))),
                         max_age=10.0, clock=lambda: now[0], read_behind=False)
-    view.answer(vcpus(1), microversion=MICROVERSION)
+    view.match(vcpus(1))
 
     view.claimed([{uuid_for('a'): {'VCPU': 6}}])
-    found, _ = view.answer(vcpus(4), microversion=MICROVERSION)
+    found, _ = view.match(vcpus(4))
     assert hosts_of(found) == {uuid_for('b')}
-    summary = found.raw_summaries()[uuid_for('b')]
-    assert summary['resources']['VCPU'] == {'capacity': 8, 'used': 4}
-    assert summary['resources']['MEMORY_MB'] == {'capacity': 65536, 'used': 0}
+    # The hosts the request weighs: the claim on a counted, b as read.
+    [host] = found.hosts(HostCatalog(default_cell_uuid=SERVICE_CELL))
+    assert (host.capacity['VCPU'], host.used['VCPU']) == (8, 4)
+    assert (host.capacity['MEMORY_MB'], host.used['MEMORY_MB']) == (65536, 0)
+    assert used(found, 'a') == 6
 
     # The next read has the claim itself: it is not counted twice.
     now[0] = 11.0
-    found, _ = view.answer(vcpus(2), microversion=MICROVERSION)
+    found, _ = view.match(vcpus(2))
     assert hosts_of(found) == {uuid_for('a')}
-    assert found.raw_summaries()[uuid_for('a')]['resources']['VCPU']['used'] == 6
+    assert used(found, 'a') == 6
 
 
 def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
@@ -109,10 +122,10 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
             assert second_read_may_end.wait(10)
         return reads()
     view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
-    view.answer(vcpus(1), microversion=MICROVERSION)
+    view.match(vcpus(1))
 
     now[0] = 2.0
-    found, _ = view.answer(vcpus(1), microversion=MICROVERSION)   # does not wait
+    found, _ = view.match(vcpus(1))   # does not wait
     assert hosts_of(found) == {uuid_for('a')}
     view.claimed([{uuid_for('b'): {'VCPU': 8}}])      # kept while the read is under way
     second_read_may_end.set()
@@ -121,10 +134,10 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
             break
         time.sleep(0.01)
 
-    found, _ = view.answer(vcpus(1), microversion=MICROVERSION)
+    found, _ = view.match(vcpus(1))
     # The new snapshot, with the claim made during its read still counted.
     assert view.reads == 2 and hosts_of(found) == {uuid_for('a')}
-    assert found.raw_summaries()[uuid_for('a')]['resources']['VCPU']['used'] == 4
+    assert used(found, 'a') == 4
 
 
 def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
@@ -132,31 +145,31 @@ def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placeme
     reads = Reads(snapshot(('a', 8, 0)), ProviderViewError('OperationalError: gone'),
                   ProviderViewError('OperationalError: gone'), snapshot(('b', 8, 0)))
     view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
-    view.answer(vcpus(1), microversion=MICROVERSION)
+    view.match(vcpus(1))
     now[0] = 2.0
-    view.answer(vcpus(1), microversion=MICROVERSION)     # starts the read behind
+    view.match(vcpus(1))     # starts the read behind
     for _ in range(200):
         if reads.count == 2 and view._stale:
             break
         time.sleep(0.01)
 
-    assert view.answer(vcpus(1), microversion=MICROVERSION) == (None, UNREADABLE)
-    found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+    assert view.match(vcpus(1)) == (None, UNREADABLE)
+    found, why = view.match(vcpus(1))
     assert why is None and hosts_of(found) == {uuid_for('b')}
 
 
 def test_a_claim_refused_for_capacity_makes_the_view_read_again_at_once():
     reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 8)))
     view = ProviderView(reads, max_age=300.0, clock=lambda: 0.0)
-    view.answer(vcpus(1), microversion=MICROVERSION)
+    view.match(vcpus(1))
 
     view.refused()
-    view.answer(vcpus(1), microversion=MICROVERSION)     # starts the read, does not wait
+    view.match(vcpus(1))     # starts the read, does not wait
     for _ in range(200):
         if view.reads == 2:
             break
         time.sleep(0.01)
-    found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+    found, why = view.match(vcpus(1))
 
     # No host left in the view: Placement, which knows what was freed since, is asked.
     assert reads.count == 2 and (found, why) == (None, NONE_FIT)
@@ -168,8 +181,8 @@ def test_a_view_that_cannot_be_read_sends_the_request_to_placement_and_is_tried_
                   snapshot(('a', 8, 0)))
     view = ProviderView(reads, max_age=1.0, clock=lambda: now[0], read_behind=False)
 
-    assert view.answer(vcpus(1), microversion=MICROVERSION) == (None, UNREADABLE)
-    found, why = view.answer(vcpus(1), microversion=MICROVERSION)
+    assert view.match(vcpus(1)) == (None, UNREADABLE)
+    found, why = view.match(vcpus(1))
     assert why is None and hosts_of(found) == {uuid_for('a')}
 
 
@@ -250,3 +263,62 @@ def test_with_the_view_on_a_query_it_answers_asks_placement_only_to_claim(fake, 
 
 def test_the_view_is_off_by_default():
     assert make_conf().scheduler.provider_view is False
+
+
+def catalog_of(*names: str) -> HostCatalog:
+    from scheduler.catalog.hosts_file import HostsFileContent
+    from scheduler.host_state import HostRecord
+
+    catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
+    catalog.load_content(HostsFileContent(hosts=tuple(
+        HostRecord(nodename=n, service_host=n, cell_uuid=SERVICE_CELL,
+                   provider_uuid=uuid_for(n)) for n in names)), 'test')
+    return catalog
+
+
+def test_a_request_decides_over_every_matching_host_whatever_the_limit():
+    names = [f'h{i}' for i in range(30)]
+    view = ProviderView(Reads(snapshot(*((n, 8, 0) for n in names))), max_age=300.0)
+
+    match, _ = view.match(vcpus(1, limit=5))
+
+    assert hosts_of(match) == {uuid_for(n) for n in names}
+    assert len(match.hosts(catalog_of(*names))) == 30
+
+
+def test_what_a_request_consumes_stays_in_its_own_fork_of_the_shared_table():
+    catalog = catalog_of('a', 'b')
+    view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 2))), max_age=300.0)
+    match, _ = view.match(vcpus(1))
+    first = match.hosts(catalog)
+    [request] = first[0].allocation_candidates
+    first[0].consume(request, 'instance-1')
+
+    second = view.match(vcpus(1))[0].hosts(catalog)
+
+    assert first.table.column('VCPU', 'used').tolist() == [1, 2]
+    assert second.table.column('VCPU', 'used').tolist() == [0, 2]
+
+
+def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_it_changed():
+    now = [0.0]
+    first = snapshot(('a', 8, 0), ('b', 8, 2))
+    # A read of what changed since: a's usage moved (its generation with it).
+    second = first.with_changes(
+        first.generations + [1, 0], [1],
+        inventories=[(1, rc, total, 0, 1, total, 1, 1.0)
+                     for rc, total in (('VCPU', 8), ('MEMORY_MB', 65536), ('DISK_GB', 1000))],
+        usages=[(1, 'VCPU', 6)], usages_of_all=False, traits=[], aggregates=[], marks=None)
+    view = ProviderView(Reads(first, second), max_age=1.0, clock=lambda: now[0],
+                        read_behind=False)
+    catalog = catalog_of('a', 'b')
+    view.match(vcpus(1))[0].hosts(catalog)
+    now[0] = 2.0
+
+    hosts = view.match(vcpus(1))[0].hosts(catalog)
+
+    assert [h.used['VCPU'] for h in hosts] == [6, 2]
+    assert (view._tables.built, view._tables.updated) == (1, 1)
+    catalog.update_instance_info('a', ['i-1'])   # the catalog moved: its columns are read again
+    hosts = view.match(vcpus(1))[0].hosts(catalog)
+    assert view._tables.built == 2 and hosts[0].instances == {'i-1': {'uuid': 'i-1'}}

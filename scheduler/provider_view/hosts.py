@@ -1,0 +1,179 @@
+"""Every host of a snapshot as one host table, kept from request to request.
+
+Placement's ``limit`` bounds Placement's own work: it computes every candidate,
+then answers ``max_placement_results`` of them. A scheduler that decides from a
+snapshot pays nothing of that, and weighing a random thousand of ten thousand
+hosts costs it decision quality (the best host of the sample is not the best
+host; measured in doc/performance.md). So the view decides over every host the
+query matches: one :class:`~scheduler.host_table.HostTable` over all root
+providers of the snapshot, built once per snapshot and host catalog and shared
+by the worker's requests, each of which takes a fork of it (its own usage
+columns, this worker's claims since the read added) and a view of the rows
+that match its query.
+
+The table's catalog columns (names, service state, counters, aggregates,
+instances) are read again only when the catalog changed; a new snapshot of
+the same providers only brings new capacity and usage columns.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scheduler.host_state import HostData
+from scheduler.host_table import HostTable, HostView
+from scheduler.provider_view.answer import Overlay, provider_summary
+from scheduler.provider_view.snapshot import ProviderSnapshot
+
+
+@dataclass(frozen=True)
+class SnapshotHosts:
+    """A snapshot's hosts as a table: row ``i`` is the tree of snapshot row ``roots[i]``."""
+
+    snapshot: ProviderSnapshot
+    catalog_version: object
+    table: HostTable
+    #: table row -> snapshot row of its root
+    roots: np.ndarray
+    #: snapshot row -> table row of its tree (-1: a sharing provider's, in no table row)
+    row_of: np.ndarray
+
+    def view(self, matching: Sequence[int], resources: Mapping[str, int],
+             overlay: Overlay) -> HostView:
+        """The hosts of the snapshot rows ``matching`` (roots), for one request asking
+        ``resources`` from its root, with this worker's claims since the read."""
+        summaries = _Summaries(self.snapshot, overlay)
+        table = self.table.fork(requests=_Requests(self.table.roots, dict(resources)),
+                                summaries=summaries)
+        index = self.snapshot.index
+        for rp, amounts in overlay.items():
+            at = index.get(rp)
+            row = int(self.row_of[at]) if at is not None else -1
+            if row < 0:
+                continue
+            for rc, amount in amounts.items():
+                table.column(rc, 'used')[row] += amount
+        rows = self.row_of[np.asarray(matching, dtype=np.intp)]
+        return HostView(table, rows[rows >= 0])
+
+
+class ViewTables:
+    """The latest :class:`SnapshotHosts` of one worker (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: SnapshotHosts | None = None
+        #: Tables built from scratch, and tables that took only new usage (for tests).
+        self.built = 0
+        self.updated = 0
+
+    def hosts(self, snapshot: ProviderSnapshot, catalog: HostData, *,
+              default_availability_zone: str) -> SnapshotHosts:
+        version = catalog.versions()
+        with self._lock:
+            latest = self._latest
+            if latest is not None and latest.snapshot is snapshot \
+                    and latest.catalog_version == version:
+                return latest
+            if (latest is not None and latest.catalog_version == version
+                    and latest.snapshot.uuids is snapshot.uuids):
+                # The same providers (a read of what changed keeps its uuid list):
+                # only capacity and usage moved.
+                capacity, used = _usage_columns(snapshot, latest.roots, latest.row_of)
+                hosts = SnapshotHosts(snapshot, version, latest.table.with_usage(capacity, used),
+                                      latest.roots, latest.row_of)
+                self.updated += 1
+            else:
+                hosts = _build(snapshot, catalog, version, default_availability_zone)
+                self.built += 1
+            self._latest = hosts
+            return hosts
+
+
+def _build(snapshot: ProviderSnapshot, catalog: HostData, version: object,
+           default_availability_zone: str) -> SnapshotHosts:
+    n = len(snapshot)
+    is_root = snapshot.roots == np.arange(n)
+    roots = np.flatnonzero(is_root & ~snapshot.with_trait(_SHARING)).astype(np.intp)
+    row_of = np.full(n, -1, dtype=np.intp)
+    row_of[roots] = np.arange(len(roots), dtype=np.intp)
+    row_of = row_of[snapshot.roots]        # every provider -> its tree's row
+    capacity, used = _usage_columns(snapshot, roots, row_of)
+    uuids = snapshot.uuids
+    table = HostTable.from_columns(
+        [uuids[r] for r in roots.tolist()], capacity, used, catalog,
+        trees=_Trees(snapshot, roots), default_availability_zone=default_availability_zone)
+    return SnapshotHosts(snapshot, version, table, roots, row_of)
+
+
+def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.ndarray
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Capacity and usage per class, summed over each table row's tree."""
+    capacity: dict[str, np.ndarray] = {}
+    used: dict[str, np.ndarray] = {}
+    if not snapshot.nested:
+        for rc, inv in snapshot.inventories.items():
+            capacity[rc] = np.where(inv.present, snapshot.capacity(rc), 0)[roots]
+            used[rc] = np.where(inv.present, inv.used, 0)[roots]
+        return capacity, used
+    members = np.flatnonzero(row_of >= 0)
+    for rc, inv in snapshot.inventories.items():
+        present = members[inv.present[members]]
+        for columns, values in ((capacity, snapshot.capacity(rc)), (used, inv.used)):
+            column = np.zeros(len(roots), dtype=np.int64)
+            np.add.at(column, row_of[present], values[present])
+            columns[rc] = column
+    return capacity, used
+
+
+_SHARING = 'MISC_SHARES_VIA_AGGREGATE'
+
+
+class _Trees(Sequence[list[str]]):
+    """Per table row, the uuids of its tree's providers (read when a HostState is built)."""
+
+    def __init__(self, snapshot: ProviderSnapshot, roots: np.ndarray):
+        self._snapshot, self._roots = snapshot, roots
+
+    def __len__(self) -> int:
+        return len(self._roots)
+
+    def __getitem__(self, row: Any) -> Any:
+        uuids = self._snapshot.uuids
+        return [uuids[m] for m in self._snapshot.tree(int(self._roots[row]))]
+
+
+class _Requests(Sequence[list[dict[str, Any]]]):
+    """Per table row, its one allocation request: everything from the root."""
+
+    def __init__(self, roots: list[str], resources: dict[str, int]):
+        self._roots, self._resources = roots, resources
+
+    def __len__(self) -> int:
+        return len(self._roots)
+
+    def __getitem__(self, row: Any) -> Any:
+        root = self._roots[row]
+        return [{'allocations': {root: {'resources': dict(self._resources)}},
+                 'mappings': {'': [root]}}]
+
+
+class _Summaries(Mapping[str, dict[str, Any]]):
+    """Placement's provider summary of any provider of the snapshot, with the
+    worker's claims since the read (read when a HostState is built)."""
+
+    def __init__(self, snapshot: ProviderSnapshot, overlay: Overlay):
+        self._snapshot, self._overlay = snapshot, overlay
+
+    def __getitem__(self, rp: str) -> dict[str, Any]:
+        return provider_summary(self._snapshot, self._snapshot.index[rp], self._overlay)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._snapshot.uuids)
+
+    def __len__(self) -> int:
+        return len(self._snapshot.uuids)
