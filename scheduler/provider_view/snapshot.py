@@ -10,8 +10,9 @@ new snapshot gives the garbage collector little to walk.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,34 @@ _INVENTORY_FIELDS = ('present', 'total', 'reserved', 'min_unit', 'max_unit', 'st
                      'allocation_ratio', 'used')
 
 
+@dataclass(frozen=True)
+class Keyed:
+    """Rows of one of Placement's tables as columns: each row's provider (Placement's
+    internal id), a code naming its class, trait or aggregate (``names[code]``),
+    and its other values (one row of ``values`` each)."""
+
+    providers: np.ndarray
+    codes: np.ndarray
+    names: Mapping[int, str]
+    values: np.ndarray
+
+    @classmethod
+    def from_tuples(cls, rows: Iterable[tuple], width: int = 0,
+                    dtype: Any = np.int64) -> Keyed:
+        """From ``(provider id, name, *values)`` tuples (names given as text)."""
+        rows = list(rows)
+        code_of: dict[str, int] = {}
+        for row in rows:
+            code_of.setdefault(row[1], len(code_of))
+        return cls(np.array([r[0] for r in rows], dtype=np.int64),
+                   np.array([code_of[r[1]] for r in rows], dtype=np.int64),
+                   {code: name for name, code in code_of.items()},
+                   np.array([r[2:] for r in rows], dtype=dtype).reshape(len(rows), width))
+
+    def __len__(self) -> int:
+        return len(self.providers)
+
+
 class _Sets:
     """Per row, one of a few distinct sets of names (traits, or aggregates)."""
 
@@ -71,31 +100,40 @@ class _Sets:
         self._columns: dict[str, np.ndarray] = {}
 
     @classmethod
-    def from_rows(cls, n: int, rows: Iterable[tuple[int, str]]) -> _Sets:
-        per_row: dict[int, list[str]] = {}
-        for row, name in rows:
-            per_row.setdefault(row, []).append(name)
+    def from_keyed(cls, n: int, rows: np.ndarray, keyed: Keyed) -> _Sets:
         sets = cls([()], np.zeros(n, dtype=np.int32))
-        sets._assign(per_row)
+        sets._assign(rows, keyed)
         return sets
 
-    def _assign(self, per_row: dict[int, list[str]]) -> None:
-        for row, names in per_row.items():
-            value = tuple(sorted(set(names)))
-            code = self._code_of.get(value)
-            if code is None:
-                code = self._code_of[value] = len(self.values)
-                self.values.append(value)
-            self.codes[row] = code
-
-    def changed(self, rows: Iterable[int], new: Iterable[tuple[int, str]]) -> _Sets:
-        """These sets with ``rows`` holding exactly the names ``new`` gives them."""
+    def changed(self, rows: Sequence[int], keyed_rows: np.ndarray, keyed: Keyed) -> _Sets:
+        """These sets with ``rows`` holding exactly the names ``keyed`` gives them."""
         sets = _Sets(list(self.values), self.codes.copy())
-        per_row: dict[int, list[str]] = {row: [] for row in rows}
-        for row, name in new:
-            per_row.setdefault(row, []).append(name)
-        sets._assign(per_row)
+        sets.codes[list(rows)] = 0
+        sets._assign(keyed_rows, keyed)
         return sets
+
+    def _assign(self, rows: np.ndarray, keyed: Keyed) -> None:
+        if not len(rows):
+            return
+        order = np.lexsort((keyed.codes, rows))
+        rows, codes = rows[order], keyed.codes[order]
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        ends = np.r_[starts[1:], len(rows)]
+        codes_list = codes.tolist()
+        names = keyed.names
+        by_codes: dict[tuple[int, ...], int] = {}
+        for row, a, b in zip(rows[starts].tolist(), starts.tolist(), ends.tolist(),
+                             strict=True):
+            key = tuple(codes_list[a:b])
+            code = by_codes.get(key)
+            if code is None:
+                value = tuple(sorted({names[c] for c in key}))
+                code = self._code_of.get(value)
+                if code is None:
+                    code = self._code_of[value] = len(self.values)
+                    self.values.append(value)
+                by_codes[key] = code
+            self.codes[row] = code
 
     def of(self, row: int) -> tuple[str, ...]:
         return self.values[self.codes[row]]
@@ -218,57 +256,78 @@ class ProviderSnapshot:
     def from_rows(cls, providers: Iterable[ProviderRow], inventories: Iterable[InventoryRow],
                   usages: Iterable[UsageRow], traits: Iterable[NameRow],
                   aggregates: Iterable[NameRow], *, marks: object = None) -> ProviderSnapshot:
-        """From Placement's rows, keyed by its internal provider id:
+        """From Placement's rows as tuples, keyed by its internal provider id:
         providers (id, uuid, generation, parent id), inventories (provider id, class,
         total, reserved, min_unit, max_unit, step_size, allocation_ratio), usages
         (provider id, class, sum of used), traits (provider id, name) and aggregates
         (provider id, aggregate uuid)."""
-        rows = sorted(providers, key=lambda r: r[0])
-        n = len(rows)
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        row_of = {r[0]: i for i, r in enumerate(rows)}
-        parent_rows = np.array([row_of.get(r[3], -1) if r[3] is not None else -1
-                                for r in rows], dtype=np.intp)
+        rows = list(providers)
+        return cls.from_columns(
+            np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows],
+            np.array([r[2] for r in rows], dtype=np.int64),
+            np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64),
+            inventories=Keyed.from_tuples(inventories, 6, np.float64),
+            usages=Keyed.from_tuples(usages, 1), traits=Keyed.from_tuples(traits),
+            aggregates=Keyed.from_tuples(aggregates), marks=marks)
+
+    @classmethod
+    def from_columns(cls, ids: np.ndarray, uuids: list[str], generations: np.ndarray,
+                     parent_ids: np.ndarray, *, inventories: Keyed, usages: Keyed,
+                     traits: Keyed, aggregates: Keyed,
+                     marks: object = None) -> ProviderSnapshot:
+        """From Placement's rows as columns: per provider its id, uuid, generation and
+        parent's id (-1 for none); inventories' values (total, reserved, min_unit,
+        max_unit, step_size, allocation_ratio), usages' (sum of used), traits and
+        aggregates (names only)."""
+        order = np.argsort(ids, kind='stable')
+        ids, generations, parent_ids = ids[order], generations[order], parent_ids[order]
+        uuids = [uuids[i] for i in order.tolist()]
+        n = len(ids)
+        parent_rows, has_parent = _rows_of(ids, parent_ids)
+        parent_rows[~has_parent] = -1
         columns: dict[str, Inventory] = {}
-        _set_inventories(columns, n, _keyed(row_of, inventories))
-        _set_usages(columns, n, _keyed(row_of, usages), rows_read=None)
-        return cls(ids, [r[1] for r in rows], parent_rows=parent_rows,
-                   generations=np.array([int(r[2]) for r in rows], dtype=np.int64),
-                   traits=_Sets.from_rows(n, _keyed(row_of, traits)),
-                   aggregates=_Sets.from_rows(n, _keyed(row_of, aggregates)),
+        _set_inventories(columns, n, ids, inventories)
+        _set_usages(columns, n, ids, usages, rows_read=None)
+        return cls(ids, uuids, parent_rows=parent_rows.astype(np.intp),
+                   generations=generations,
+                   traits=_Sets.from_keyed(n, *_known(ids, traits)),
+                   aggregates=_Sets.from_keyed(n, *_known(ids, aggregates)),
                    inventories={rc: inv for rc, inv in columns.items() if inv.present.any()},
                    marks=marks)
 
     def with_changes(self, generations: np.ndarray, changed_ids: Sequence[int], *,
-                     inventories: Iterable[InventoryRow], usages: Iterable[UsageRow],
-                     usages_of_all: bool, traits: Iterable[NameRow],
-                     aggregates: Iterable[NameRow], marks: object) -> ProviderSnapshot:
+                     inventories: Keyed | Iterable[InventoryRow],
+                     usages: Keyed | Iterable[UsageRow], usages_of_all: bool,
+                     traits: Keyed | Iterable[NameRow], aggregates: Keyed | Iterable[NameRow],
+                     marks: object) -> ProviderSnapshot:
         """This snapshot with the providers ``changed_ids`` read again: their
         inventories, traits and aggregates are exactly the rows given, and so are
         their usages (every provider's, with ``usages_of_all``). ``generations``:
         every provider's, in row order. The providers themselves (ids, uuids,
         parents) must be the same; the reader reads all again otherwise."""
+        inventories = _as_keyed(inventories, 6, np.float64)
+        usages = _as_keyed(usages, 1)
+        traits, aggregates = _as_keyed(traits), _as_keyed(aggregates)
         rows = np.searchsorted(self.ids, np.asarray(changed_ids, dtype=np.int64)).tolist()
+        n = len(self)
         if rows or usages_of_all:
-            row_of = dict(zip(self.ids.tolist(), range(len(self)), strict=True))
-            n = len(self)
             columns = {rc: inv.copy() for rc, inv in self.inventories.items()}
             for inv in columns.values():
                 inv.present[rows] = False
-            _set_inventories(columns, n, _keyed(row_of, inventories))
-            _set_usages(columns, n, _keyed(row_of, usages),
+            _set_inventories(columns, n, self.ids, inventories)
+            _set_usages(columns, n, self.ids, usages,
                         rows_read=None if usages_of_all else rows)
         else:   # nothing moved: the columns are shared, never modified
-            row_of, columns = {}, self.inventories
+            columns = self.inventories
         snapshot = ProviderSnapshot.__new__(ProviderSnapshot)
         snapshot.ids, snapshot.uuids, snapshot.index = self.ids, self.uuids, self.index
         snapshot.parent_rows, snapshot.roots = self.parent_rows, self.roots
         snapshot._trees, snapshot.below_root = self._trees, self.below_root
         snapshot.nested = self.nested
         snapshot.generations = generations
-        snapshot.traits = (self.traits.changed(rows, _keyed(row_of, traits)) if rows
+        snapshot.traits = (self.traits.changed(rows, *_known(self.ids, traits)) if rows
                            else self.traits)
-        snapshot.aggregates = (self.aggregates.changed(rows, _keyed(row_of, aggregates))
+        snapshot.aggregates = (self.aggregates.changed(rows, *_known(self.ids, aggregates))
                                if rows else self.aggregates)
         snapshot.inventories = {rc: inv for rc, inv in columns.items() if inv.present.any()}
         snapshot.marks = marks
@@ -276,52 +335,60 @@ class ProviderSnapshot:
         return snapshot
 
 
-def _keyed(row_of: dict[int, int], rows: Iterable[tuple]) -> list[tuple]:
-    """Rows keyed by provider id, keyed by row instead (unknown providers dropped)."""
-    keyed = []
-    for rp_id, *rest in rows:
-        row = row_of.get(rp_id)
-        if row is not None:
-            keyed.append((row, *rest))
-    return keyed
+def _as_keyed(rows: Keyed | Iterable[tuple], width: int = 0, dtype: Any = np.int64) -> Keyed:
+    return rows if isinstance(rows, Keyed) else Keyed.from_tuples(rows, width, dtype)
 
 
-def _set_inventories(columns: dict[str, Inventory], n: int,
-                     rows: list[tuple]) -> None:
-    by_class: dict[str, list[tuple]] = {}
-    for row, rc, *values in rows:
-        by_class.setdefault(rc, []).append((row, *values))
-    for rc, entries in by_class.items():
+def _rows_of(ids: np.ndarray, providers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row of each provider id in ``ids`` (sorted), and whether it is there."""
+    at = np.searchsorted(ids, providers)
+    at = np.minimum(at, max(len(ids) - 1, 0))
+    found = (ids[at] == providers) if len(ids) else np.zeros(len(providers), dtype=bool)
+    return at, found
+
+
+def _known(ids: np.ndarray, keyed: Keyed) -> tuple[np.ndarray, Keyed]:
+    """``keyed``'s rows of the providers in ``ids`` (others dropped), and their rows."""
+    at, found = _rows_of(ids, keyed.providers)
+    if found.all():
+        return at, keyed
+    return at[found], Keyed(keyed.providers[found], keyed.codes[found], keyed.names,
+                            keyed.values[found])
+
+
+def _by_class(ids: np.ndarray, keyed: Keyed) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """Per resource class: the rows and the values of ``keyed``'s rows of it."""
+    rows, keyed = _known(ids, keyed)
+    for code in np.unique(keyed.codes).tolist():
+        of_class = keyed.codes == code
+        yield keyed.names[code], rows[of_class], keyed.values[of_class]
+
+
+def _set_inventories(columns: dict[str, Inventory], n: int, ids: np.ndarray,
+                     inventories: Keyed) -> None:
+    for rc, at, values in _by_class(ids, inventories):
         inv = columns.get(rc)
         if inv is None:
             inv = columns[rc] = Inventory.empty(n)
-        at = np.array([e[0] for e in entries], dtype=np.intp)
-        ints = np.array([e[1:6] for e in entries], dtype=np.int64).reshape(-1, 5)
         inv.present[at] = True
+        ints = values[:, :5].astype(np.int64)
         inv.total[at], inv.reserved[at], inv.min_unit[at] = ints[:, 0], ints[:, 1], ints[:, 2]
         inv.max_unit[at], inv.step_size[at] = ints[:, 3], ints[:, 4]
-        inv.allocation_ratio[at] = np.array([float(e[6]) for e in entries], dtype=np.float64)
+        inv.allocation_ratio[at] = values[:, 5]
 
 
-def _set_usages(columns: dict[str, Inventory], n: int, rows: list[tuple],
+def _set_usages(columns: dict[str, Inventory], n: int, ids: np.ndarray, usages: Keyed,
                 *, rows_read: list[int] | None) -> None:
-    """Usages of ``rows_read`` (all rows when None) are exactly ``rows``."""
+    """Usages of ``rows_read`` (all rows when None) are exactly ``usages``."""
     for inv in columns.values():
         if rows_read is None:
             inv.used[:] = 0
         else:
             inv.used[rows_read] = 0
-    by_class: dict[str, tuple[list[int], list[int]]] = {}
-    for row, rc, amount in rows:
-        entry = by_class.get(rc)
-        if entry is None:
-            entry = by_class[rc] = ([], [])
-        entry[0].append(row)
-        entry[1].append(int(amount or 0))
-    for rc, (at, amounts) in by_class.items():
+    for rc, at, values in _by_class(ids, usages):
         column = columns.get(rc)
         if column is None:
             # Allocations against a class the provider has no inventory of (it was
             # removed under them): Placement counts no capacity there either.
             column = columns[rc] = Inventory.empty(n)
-        column.used[at] = amounts
+        column.used[at] = values[:, 0]
