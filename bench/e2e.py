@@ -281,17 +281,20 @@ class _Phase:
 
 
 def _closed_loop(clients: int, seconds: float, warmup: float,
-                 decide: Callable[[], str]) -> _Phase:
+                 decide: Callable[[], str], *, until: Callable[[], bool] | None = None,
+                 check_every: float = 2.0) -> _Phase:
     """``clients`` threads call ``decide`` back to back for ``warmup + seconds``; the
     window is the last ``seconds``. Calls in flight at its end are finished (and
     their claims recorded for the clean-up) but count only for their part inside.
+    With ``until``, asked every ``check_every`` seconds inside the window, the
+    window ends as soon as it answers True (``seconds`` is then a cap).
 
     ``decide`` returns the claimed consumer uuid or raises.
     """
     phase = _Phase(seconds=seconds)
     lock = threading.Lock()
     start = time.monotonic()
-    window = (start + warmup, start + warmup + seconds)
+    window = [start + warmup, start + warmup + seconds]
 
     def loop() -> None:
         while time.monotonic() < window[1]:
@@ -313,12 +316,23 @@ def _closed_loop(clients: int, seconds: float, warmup: float,
                     phase.completed += 1
                     phase.latencies.append(done - began)
 
+    def watch() -> None:
+        while time.monotonic() < window[1]:
+            time.sleep(check_every)
+            now = time.monotonic()
+            if now > window[0] and until is not None and until():
+                window[1] = now
+                return
+
     threads = [threading.Thread(target=loop, name=f'bench-client-{i}', daemon=True)
                for i in range(clients)]
+    if until is not None:
+        threads.append(threading.Thread(target=watch, name='bench-until', daemon=True))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    phase.seconds = window[1] - window[0]
     return phase
 
 
@@ -398,19 +412,26 @@ def _ceiling_phase(dep: deploy.Deployment, clients: int, seconds: float,
 def put_random_candidate(session, dep: deploy.Deployment, candidates: list) -> str:
     """Claim one of ``candidates`` for a new consumer, as a scheduler would: a random
     one, and up to two others after a 409; the consumer's uuid."""
+    return claim_first_of(session, dep, random.sample(candidates, min(3, len(candidates))))
+
+
+def claim_first_of(session, dep: deploy.Deployment, candidates: list) -> str:
+    """The first of ``candidates`` (allocation requests) Placement accepts for a new
+    consumer, trying the next after a 409; the consumer's uuid."""
     consumer = str(uuidlib.uuid4())
-    for candidate in random.sample(candidates, min(3, len(candidates))):
+    for candidate in candidates:
         body = {'allocations': candidate['allocations'],
-                'mappings': candidate.get('mappings', {}),
                 'project_id': deploy.PROJECT_ID, 'user_id': deploy.USER_ID,
                 'consumer_generation': None}
+        if candidate.get('mappings'):
+            body['mappings'] = candidate['mappings']
         put = session.put(f'{dep.url}/allocations/{consumer}', json=body)
         if put.status_code == 204:
             return consumer
         if put.status_code != 409:
             raise RuntimeError(f'PUT /allocations answered {put.status_code}: '
                                f'{put.text[:200]}')
-    raise RuntimeError('three candidates in a row were refused (409)')
+    raise RuntimeError(f'{len(candidates)} candidates in a row were refused (409)')
 
 
 def _phase_note(phase: _Phase, statuses: Counter, clients: int) -> str:

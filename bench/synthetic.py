@@ -137,17 +137,24 @@ class SyntheticCloud:
 
 
 def make_cloud(n_hosts: int, *, seed: int = 20261122,
-               now: datetime.datetime | None = None) -> SyntheticCloud:
+               now: datetime.datetime | None = None,
+               fill_mean: float | None = None) -> SyntheticCloud:
     """``n_hosts`` compute hosts; same seed and size, same cloud (heartbeats are
     relative to ``now``, by default the wall clock, so that liveness checks see
-    the same up and down hosts whenever the benchmark runs)."""
+    the same up and down hosts whenever the benchmark runs).
+
+    Each host is filled to a share of its capacity drawn from a beta distribution:
+    by default most hosts half full, some nearly full or empty (mean 0.4); with
+    ``fill_mean``, around that mean (beta(10m, 10(1-m)): a spread of about 0.1).
+    """
     now = now or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     rng = random.Random(seed * 1_000_003 + n_hosts)
     weights = [s[0] for s in _SIZES]
+    shape = (2.0, 3.0) if fill_mean is None else (10 * fill_mean, 10 * (1 - fill_mean))
     hosts: list[SyntheticHost] = []
     for i in range(n_hosts):
         _, vcpus, memory_mb, disk_gb = rng.choices(_SIZES, weights)[0]
-        fill = rng.betavariate(2, 3)  # most hosts half full, some nearly full or empty
+        fill = rng.betavariate(*shape)
         cpu_ratio = rng.choice((4.0, 4.0, 16.0, 1.0))
         ram_ratio = rng.choice((1.0, 1.0, 1.5))
         reserved_mb = 4096

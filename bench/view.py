@@ -1,244 +1,646 @@
 """The provider view against a query per request, side by side in one run.
 
-``python -m bench.view`` (also ``tox -e bench -- --view``): one Placement on
-PostgreSQL seeded with ``make_cloud(providers)`` (bench.deploy), RabbitMQ, and
-in this order, each phase from a ``VACUUM ANALYZE``d database with its claims
-deleted afterwards:
+``python -m bench.view --providers N[,N...]`` (also ``tox -e bench -- --view
+N[,N...]``): per size, one Placement on PostgreSQL behind several gunicorn
+workers, seeded straight into its tables (bench.seed_sql) with the synthetic
+cloud filled to ``start_fill`` on average, RabbitMQ, and the service with
+``workers`` workers. ``clients`` threads send a mixed workload
+(:data:`KINDS`: four flavors, a fifth of the requests also asking for AVX2),
+one instance a call, back to back. In this order, each phase from a
+``VACUUM ANALYZE``d database:
 
-1. Placement's ceiling for a scheduler that asks once per request: the
-   service's own ``GET /allocation_candidates`` and a ``PUT /allocations`` of a
-   random candidate, straight from the clients (as bench.e2e measures it);
-2. Placement's ceiling as an arbiter only: ``PUT /allocations`` of a random
-   host from one answer fetched beforehand (the least any scheduler that
-   Placement arbitrates must pay per decision);
-3. the service, ``workers`` workers, a query per request (``[scheduler]
-   provider_view = false``);
-4. the same with the provider view on, read from Placement's database.
+1. the service, a query per request (``[scheduler] provider_view = false``),
+   ``seconds`` after ``warmup``; its Placement queries are kept for phase 2;
+2. Placement's ceiling for a scheduler that asks once per request: those
+   queries and a ``PUT /allocations`` of a random candidate, straight from the
+   clients;
+3. Placement's ceiling as an arbiter only: ``PUT /allocations`` of a random host
+   that fits (from the seeded cloud; no query), the least any scheduler that
+   Placement arbitrates must pay per decision;
+4. the service with the provider view, the same window and workload as 1;
+   where the machine's CPU went (bench.cpu);
+5. the same service going on until the cloud is ``fill_to`` full (its memory:
+   the share of MEMORY_MB capacity allocated, the class this cloud runs out of
+   first) or ``fill_seconds`` have passed: throughput, latency, refused claims
+   and the queries left to Placement while it fills;
+6. decision quality: ``regret_samples`` requests one at a time, each after a
+   fresh whole Placement query (bench.regret) on the same state;
 
-Then, read back from Placement's database: providers whose usage exceeds
-their capacity (must be 0) and allocations left by the phases' consumers
-after their clean-up (must be 0). The clients are ``clients`` threads calling
-``select_destinations`` back to back, one m1.medium instance per call, for
-``seconds`` after ``warmup`` seconds (bench.e2e._closed_loop).
+then each worker's peak memory, providers whose usage exceeds their capacity
+(must be 0) and allocations left after every phase's clean-up (must be 0),
+read back from Placement's database. The claims of phases 1-4 are deleted
+after each; those of 5 and 6 at the end.
 """
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import threading
+import time
+import uuid as uuidlib
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from bench import deploy
-from bench.e2e import (
-    SERVICE_MICROVERSION,
-    _closed_loop,
-    _learn_query,
-    _Phase,
-    _phase_note,
-    _scheduler_phase,
-    put_random_candidate,
-)
+from bench import cpu, deploy
+from bench.e2e import SERVICE_MICROVERSION, _closed_loop, _Phase, _phase_note, claim_first_of
 from bench.report import Row, render, write_json
+from scheduler.simulate.workload import FLAVORS, BootRequest, FlavorDef
 from tests.fixtures.postgres_placement import POSTGRES_URL
 
-DEFAULT_PROVIDERS = 1000
+DEFAULT_PROVIDERS = (1000,)
 DEFAULT_WORKERS = 4
 DEFAULT_CLIENTS = 8
 DEFAULT_SECONDS = 30.0
 DEFAULT_WARMUP = 5.0
+DEFAULT_START_FILL = 0.8
+DEFAULT_FILL_TO = 0.9
+DEFAULT_FILL_SECONDS = 240.0
+DEFAULT_REGRET_SAMPLES = 20
 #: The issue's targets (doc/performance.md): against the PUT-only ceiling, against
-#: the GET + PUT ceiling at 10,000 providers, p50 against one GET, refused claims.
+#: the GET + PUT ceiling at 10,000 providers, p50 against one GET, refused
+#: claims, mean regret, a worker's memory at 50,000 providers.
 CLAIM_CEILING_SHARE = 0.5
 QUERY_CEILING_FACTOR = 10.0
 P50_SHARE_OF_GET = 0.2
 REFUSED_SHARE = 0.05
+MEAN_REGRET = 0.01
+WORKER_MEMORY_MB = 200
+#: Where the targets on throughput, latency and refusals apply (the issue's size).
+TARGET_PROVIDERS = 10000
+#: The share of requests that also ask for a CPU trait (the view matches traits too).
+TRAIT_SHARE = 0.2
+TRAIT = 'HW_CPU_X86_AVX2'
 
 
-def _get_put_phase(dep: deploy.Deployment, clients: int, seconds: float, warmup: float
-                   ) -> tuple[_Phase, Counter, list[float]]:
-    """Phase 1; also Placement's own durations of the GETs (from its access log)."""
-    import requests
-
-    query = _learn_query(dep)
-    log = dep.access_log()
-    local = threading.local()
-    headers = {**deploy.HEADERS, 'OpenStack-API-Version': f'placement {SERVICE_MICROVERSION}'}
-
-    def decide() -> str:
-        session = getattr(local, 'session', None)
-        if session is None:
-            session = local.session = requests.Session()
-            session.headers.update(headers)
-        response = session.get(f'{dep.url}/allocation_candidates?{query}')
-        response.raise_for_status()
-        return put_random_candidate(session, dep, response.json()['allocation_requests'])
-
-    log.skip_to_end()
-    phase = _closed_loop(clients, seconds, warmup, decide)
-    calls = log.read_new()
-    statuses = Counter(f'{c.method} {c.status}' for c in calls if c.kind != 'other')
-    gets = [c.seconds for c in calls if c.kind == 'GET a_c' and c.status == 200]
-    deploy.delete_consumers(dep.url, phase.consumers)
-    return phase, statuses, gets
+# ---------------------------------------------------------------- the workload
 
 
-def _put_only_phase(dep: deploy.Deployment, clients: int, seconds: float,
-                    warmup: float) -> tuple[_Phase, Counter]:
-    """Phase 2: claims of random hosts of one answer fetched beforehand."""
-    import requests
+@dataclass(frozen=True)
+class Kind:
+    """One kind of request of the workload: a flavor, maybe a required trait."""
 
-    query = '&'.join(p for p in _learn_query(dep).split('&') if not p.startswith('limit='))
-    headers = {**deploy.HEADERS, 'OpenStack-API-Version': f'placement {SERVICE_MICROVERSION}'}
-    with requests.Session() as session:
-        session.headers.update(headers)
-        response = session.get(f'{dep.url}/allocation_candidates?{query}')
-        response.raise_for_status()
-        candidates = response.json()['allocation_requests']
-    log = dep.access_log()
-    local = threading.local()
+    flavor: FlavorDef
+    trait: str | None
 
-    def decide() -> str:
-        session = getattr(local, 'session', None)
-        if session is None:
-            session = local.session = requests.Session()
-            session.headers.update(headers)
-        return put_random_candidate(session, dep, candidates)
+    @property
+    def resources(self) -> dict[str, int]:
+        return {'VCPU': self.flavor.vcpus, 'MEMORY_MB': self.flavor.memory_mb,
+                'DISK_GB': self.flavor.root_gb}
 
-    log.skip_to_end()
-    phase = _closed_loop(clients, seconds, warmup, decide)
-    statuses = Counter(f'{c.method} {c.status}' for c in log.read_new() if c.kind != 'other')
-    deploy.delete_consumers(dep.url, phase.consumers)
-    return phase, statuses
+    def boot(self, request_id: str, instance_uuid: str) -> BootRequest:
+        return BootRequest(index=0, flavor=self.flavor,
+                           required_traits=(self.trait,) if self.trait else (),
+                           instance_uuids=(instance_uuid,), project_id=deploy.PROJECT_ID,
+                           request_id=request_id)
+
+
+KINDS: tuple[tuple[Kind, float], ...] = tuple(
+    (Kind(f, trait), f.weight * (TRAIT_SHARE if trait else 1 - TRAIT_SHARE))
+    for f in FLAVORS for trait in (None, TRAIT))
+
+
+def pick(rng: random.Random) -> Kind:
+    return rng.choices([k for k, _ in KINDS], weights=[w for _, w in KINDS])[0]
+
+
+class _Rngs:
+    """One seeded random generator per client thread: the same run, the same mix."""
+
+    def __init__(self, seed: int):
+        self._seed = seed
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def get(self) -> random.Random:
+        rng = getattr(self._local, 'rng', None)
+        if rng is None:
+            with self._lock:
+                self._next += 1
+                rng = self._local.rng = random.Random(self._seed * 1000 + self._next)
+        return rng
+
+
+# ---------------------------------------------------------------- phases
 
 
 def _database_url(dep: deploy.Deployment) -> str:
     return POSTGRES_URL.rsplit('/', 1)[0] + f'/{dep.placement.database}'
 
 
+def _statuses(calls: list[deploy.PlacementCall]) -> Counter:
+    return Counter(f'{c.method} {c.status}' for c in calls if c.kind != 'other')
+
+
+class _Refusals:
+    """Why Placement refused claims since the last look, from its own log: for
+    capacity (the view was behind), or a concurrent write to the same provider
+    (another scheduler claimed on it at the same moment; with the benchmark's
+    ``allocation_conflict_retry_count = 1`` Placement does not retry it itself)."""
+
+    def __init__(self, dep: deploy.Deployment):
+        self.path = dep.placement.workdir / 'placement.log'
+        self.skip()
+
+    def skip(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def read(self) -> Counter:
+        with self.path.open('rb') as log:
+            log.seek(self.offset)
+            text = log.read().decode(errors='replace')
+            self.offset = log.tell()
+        return Counter(capacity=sum(1 for line in text.splitlines()
+                                    if 'Over capacity for' in line and '. Needed:' in line),
+                       concurrent=text.count('Exceeded retry limit'))
+
+
+def _service_decide(client: Any, rngs: _Rngs, kinds: Counter | None = None
+                    ) -> Callable[[], str]:
+    def decide() -> str:
+        kind = pick(rngs.get())
+        if kinds is not None:
+            kinds[kind] += 1
+        rid, consumer = deploy.new_request_id(), str(uuidlib.uuid4())
+        boot = kind.boot(rid, consumer)
+        spec, uuids = boot.to_rpc()
+        result = client.select_destinations(boot.context(), spec, uuids,
+                                            return_objects=True, return_alternates=True)
+        if len(result) != 1 or not result[0]:
+            raise RuntimeError(f'malformed answer {result!r}')
+        return consumer
+    return decide
+
+
+def _session(local: threading.local) -> Any:
+    import requests
+
+    session = getattr(local, 'session', None)
+    if session is None:
+        session = local.session = requests.Session()
+        session.headers.update({**deploy.HEADERS,
+                                'OpenStack-API-Version': f'placement {SERVICE_MICROVERSION}'})
+    return session
+
+
+def _claim(session: Any, dep: deploy.Deployment, roots: list[str],
+           resources: dict[str, int], rng: random.Random) -> str:
+    """A random one of ``roots`` claimed for a new consumer, up to two others after a
+    409 (as a scheduler retries); the consumer's uuid."""
+    return claim_first_of(session, dep, [{'allocations': {root: {'resources': resources}}}
+                                         for root in rng.sample(roots, min(3, len(roots)))])
+
+
+def _get_put_phase(dep: deploy.Deployment, queries: list[str], clients: int, seconds: float,
+                   warmup: float, seed: int) -> tuple[_Phase, Counter, list[float]]:
+    """Phase 2; also Placement's own durations of the GETs (from its access log)."""
+    log = dep.access_log()
+    local = threading.local()
+    rngs = _Rngs(seed)
+
+    def decide() -> str:
+        session, rng = _session(local), rngs.get()
+        response = session.get(f'{dep.url}/allocation_candidates?{rng.choice(queries)}')
+        response.raise_for_status()
+        requests_ = response.json()['allocation_requests']
+        if not requests_:
+            raise RuntimeError('no candidate')
+        request = rng.choice(requests_)
+        [(root, allocation)] = request['allocations'].items()
+        return _claim(session, dep, [root], allocation['resources'], rng)
+
+    log.skip_to_end()
+    phase = _closed_loop(clients, seconds, warmup, decide)
+    calls = log.read_new()
+    gets = [c.seconds for c in calls if c.kind == 'GET a_c' and c.status == 200]
+    deploy.delete_consumers(dep.url, phase.consumers)
+    return phase, _statuses(calls), gets
+
+
+def _fitting_roots(dep: deploy.Deployment) -> dict[Kind, list[str]]:
+    """Per kind, the enabled hosts whose root fits it in the seeded cloud."""
+    fits: dict[Kind, list[str]] = {}
+    for kind, _ in KINDS:
+        fits[kind] = [
+            h.root.uuid for h in dep.cloud.hosts
+            if not h.disabled and (kind.trait is None or kind.trait in h.root.traits)
+            and all(rc in h.root.inventory
+                    and h.root.capacity(rc) - h.root.inventory[rc][3] >= amount
+                    for rc, amount in kind.resources.items())]
+    return fits
+
+
+def _put_only_phase(dep: deploy.Deployment, clients: int, seconds: float, warmup: float,
+                    seed: int) -> tuple[_Phase, Counter]:
+    """Phase 3: claims of random hosts that fit, no query."""
+    fits = _fitting_roots(dep)
+    log = dep.access_log()
+    local = threading.local()
+    rngs = _Rngs(seed)
+
+    def decide() -> str:
+        rng = rngs.get()
+        kind = pick(rng)
+        return _claim(_session(local), dep, fits[kind], kind.resources, rng)
+
+    log.skip_to_end()
+    phase = _closed_loop(clients, seconds, warmup, decide)
+    statuses = _statuses(log.read_new())
+    deploy.delete_consumers(dep.url, phase.consumers)
+    return phase, statuses
+
+
+def _fill(dep: deploy.Deployment) -> dict[str, float]:
+    """Per class, the share of the roots' capacity allocated (read from Placement's
+    database)."""
+    rows = deploy.select(
+        dep.placement,
+        'SELECT c.name, SUM(COALESCE(u.used, 0)), '
+        'SUM((i.total - i.reserved) * i.allocation_ratio) '
+        'FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id '
+        'JOIN resource_providers p ON p.id = i.resource_provider_id '
+        f'LEFT JOIN ({_USAGE}) u ON u.resource_provider_id = i.resource_provider_id '
+        'AND u.resource_class_id = i.resource_class_id '
+        "WHERE p.parent_provider_id IS NULL AND c.name IN ('VCPU', 'MEMORY_MB', 'DISK_GB') "
+        'GROUP BY c.name')
+    return {rc: float(used) / float(capacity) for rc, used, capacity in rows}
+
+
+_USAGE = ('SELECT resource_provider_id, resource_class_id, SUM(used) AS used '
+          'FROM allocations GROUP BY resource_provider_id, resource_class_id')
+
+
 def _read_back(dep: deploy.Deployment) -> tuple[int, int]:
     """(providers whose usage exceeds capacity, consumers holding allocations)."""
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(_database_url(dep), poolclass=sqlalchemy.pool.NullPool)
-    try:
-        with engine.connect() as connection:
-            over = connection.execute(sqlalchemy.text(
-                'SELECT COUNT(*) FROM inventories i JOIN (SELECT resource_provider_id, '
-                'resource_class_id, SUM(used) AS used FROM allocations GROUP BY '
-                'resource_provider_id, resource_class_id) u ON '
-                'u.resource_provider_id = i.resource_provider_id AND '
-                'u.resource_class_id = i.resource_class_id '
-                'WHERE u.used > (i.total - i.reserved) * i.allocation_ratio')).scalar()
-            consumers = connection.execute(sqlalchemy.text(
-                'SELECT COUNT(DISTINCT consumer_id) FROM allocations')).scalar()
-    finally:
-        engine.dispose()
+    [(over,)] = deploy.select(
+        dep.placement,
+        f'SELECT COUNT(*) FROM inventories i JOIN ({_USAGE}) u '
+        'ON u.resource_provider_id = i.resource_provider_id '
+        'AND u.resource_class_id = i.resource_class_id '
+        'WHERE u.used > (i.total - i.reserved) * i.allocation_ratio')
+    [(consumers,)] = deploy.select(dep.placement,
+                                   'SELECT COUNT(DISTINCT consumer_id) FROM allocations')
     return int(over or 0), int(consumers or 0)
 
 
-def run(providers: int = DEFAULT_PROVIDERS, *, workers: int = DEFAULT_WORKERS,
-        clients: int = DEFAULT_CLIENTS, seconds: float = DEFAULT_SECONDS,
-        warmup: float = DEFAULT_WARMUP, max_age: float = 1.0,
-        near_best: float = 0.0) -> list[Row]:
-    """The rows; ``near_best`` is ``[scheduler] near_best_weight_tolerance`` of both
-    service phases (the spread of concurrent decisions over near-best hosts)."""
-    rows: list[Row] = []
-    spread = f'near_best_weight_tolerance = {near_best}\n'
-    with_spread = f' (near-best tolerance {near_best:g})' if near_best else ''
-    with deploy.seeded_deployment(providers) as dep:
-        rows.append(Row('view: seed Placement (setup)', providers, dep.seed_seconds, unit='s'))
-        _, seeded_consumers = _read_back(dep)
+def _peak_rss_mb(pids: list[int]) -> list[float]:
+    """Each process's peak resident memory (VmHWM), MB."""
+    peaks = []
+    for pid in pids:
+        try:
+            for line in open(f'/proc/{pid}/status'):
+                if line.startswith('VmHWM:'):
+                    peaks.append(int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return peaks
 
-        deploy.analyze(dep.placement, vacuum=True)
-        query_phase, statuses, gets = _get_put_phase(dep, clients, seconds, warmup)
-        get_p50 = statistics.median(gets) if gets else float('nan')
-        rows.append(Row('view: Placement ceiling, GET + PUT per decision', providers,
-                        query_phase.rate, unit='req/s',
-                        note=_phase_note(query_phase, statuses, clients)
-                        + f'; GET /allocation_candidates p50 {get_p50 * 1000:.0f} ms'))
 
-        deploy.analyze(dep.placement, vacuum=True)
-        claim_phase, statuses = _put_only_phase(dep, clients, seconds, warmup)
-        rows.append(Row('view: Placement ceiling, PUT only (an arbiter)', providers,
-                        claim_phase.rate, unit='req/s',
-                        note=_phase_note(claim_phase, statuses, clients)))
+@dataclass
+class _Sample:
+    share: float | None
+    weighed: int
 
-        deploy.analyze(dep.placement, vacuum=True)
-        per_request, statuses = _scheduler_phase(dep, workers, clients, seconds, warmup,
-                                                 extra_config=f'[scheduler]\n{spread}')
-        rows.append(Row(f'view: {workers} workers, a query per request{with_spread}', providers,
-                        per_request.rate, unit='req/s',
-                        note=_phase_note(per_request, statuses, clients)))
 
-        deploy.analyze(dep.placement, vacuum=True)
-        viewed, statuses = _scheduler_phase(
-            dep, workers, clients, seconds, warmup,
-            extra_config=(f'[scheduler]\nprovider_view = true\n{spread}'
-                          f'provider_view_max_age = {max_age}\n'
-                          f'[placement_database]\nconnection = {_database_url(dep)}\n'))
+def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int,
+                    seed: int) -> tuple[list[_Sample], list[str]]:
+    """Phase 6: requests one at a time, each weighed against a fresh whole query."""
+    from bench.regret import Reference
+    from scheduler.context import RequestContext
+
+    reference = Reference(config)
+    rng = random.Random(seed)
+    samples, consumers = [], []
+    try:
+        for _ in range(count):
+            kind = pick(rng)
+            rid, consumer = deploy.new_request_id(), str(uuidlib.uuid4())
+            boot = kind.boot(rid, consumer)
+            context = RequestContext(project_id=deploy.PROJECT_ID, user_id=deploy.USER_ID,
+                                     request_id=rid)
+            weights = reference.weights(boot.request_spec(), context)
+            spec, uuids = boot.to_rpc()
+            result = client.select_destinations(boot.context(), spec, uuids,
+                                                return_objects=True, return_alternates=True)
+            consumers.append(consumer)
+            chosen = result[0][0].compute_node_uuid
+            regret = reference.regret(weights, chosen)
+            samples.append(_Sample(regret.share, regret.weighed))
+    finally:
+        reference.close()
+    return samples, consumers
+
+
+# ---------------------------------------------------------------- one size
+
+
+@dataclass
+class Options:
+    workers: int = DEFAULT_WORKERS
+    clients: int = DEFAULT_CLIENTS
+    seconds: float = DEFAULT_SECONDS
+    warmup: float = DEFAULT_WARMUP
+    max_age: float = 1.0
+    near_best: float = 0.01
+    start_fill: float = DEFAULT_START_FILL
+    fill_to: float = DEFAULT_FILL_TO
+    fill_seconds: float = DEFAULT_FILL_SECONDS
+    regret_samples: int = DEFAULT_REGRET_SAMPLES
+    seed: int = 20261125
+
+
+def _view_config(dep: deploy.Deployment, opts: Options) -> str:
+    return (f'[scheduler]\nprovider_view = true\n'
+            f'near_best_weight_tolerance = {opts.near_best}\n'
+            f'provider_view_max_age = {opts.max_age}\n'
+            f'[placement_database]\nconnection = {_database_url(dep)}\n')
+
+
+class _Run:
+    """One size's deployment, options and rows, and the phases in order (module doc)."""
+
+    def __init__(self, dep: deploy.Deployment, opts: Options):
+        self.dep, self.opts = dep, opts
+        self.n = len(dep.cloud.hosts)
+        self.rows: list[Row] = []
+        self.log = dep.access_log()
+        self.refusals = _Refusals(dep)
+        _, self.seeded_consumers = _read_back(dep)
+        self.start_fill = _fill(dep)
+
+    def row(self, name: str, value: float | None, **kwargs: Any) -> None:
+        self.rows.append(Row(f'view: {name}', self.n, value, **kwargs))
+        print(render(self.rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+
+    def service(self, extra_config: str) -> Any:
+        return deploy.scheduler_service(self.dep.workdir, placement_url=self.dep.url,
+                                        workers=self.opts.workers,
+                                        hosts_file=self.dep.hosts_file(),
+                                        extra_config=extra_config)
+
+    def fresh(self) -> None:
+        """Before a phase: a database without the dead rows of the ones before, and
+        the logs read from here on."""
+        deploy.analyze(self.dep.placement, vacuum=True)
+        self.log.skip_to_end()
+        self.refusals.skip()
+
+    # 1. --------------------------------------------------------------------------
+    def query_per_request(self) -> tuple[_Phase, list[str]]:
+        from scheduler.rpc.client import SchedulerClient
+
+        opts = self.opts
+        self.fresh()
+        with self.service(f'[scheduler]\nnear_best_weight_tolerance = {opts.near_best}\n'
+                          ) as (svc, tr):
+            client = SchedulerClient(tr, topic=svc.topic, timeout=600)
+            phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
+                                 _service_decide(client, _Rngs(opts.seed)))
+        calls = self.log.read_new()
+        deploy.delete_consumers(self.dep.url, phase.consumers)
+        self.row(f'{opts.workers} workers, a query per request', phase.rate, unit='req/s',
+                 note=_phase_note(phase, _statuses(calls), opts.clients))
+        queries = [c.query for c in calls if c.kind == 'GET a_c' and c.status == 200]
+        if not queries:
+            raise RuntimeError('the query-per-request phase sent no candidate query')
+        return phase, queries
+
+    # 2, 3. ------------------------------------------------------------------------
+    def ceilings(self, queries: list[str]) -> tuple[_Phase, _Phase, float]:
+        opts = self.opts
+        self.fresh()
+        query_ceiling, statuses, gets = _get_put_phase(self.dep, queries, opts.clients,
+                                                       opts.seconds, opts.warmup, opts.seed)
+        get_p50 = _median(gets)
+        self.row('Placement ceiling, GET + PUT per decision', query_ceiling.rate, unit='req/s',
+                 note=_phase_note(query_ceiling, statuses, opts.clients)
+                 + f'; GET /allocation_candidates p50 {get_p50 * 1000:.0f} ms')
+        self.fresh()
+        claim_ceiling, statuses = _put_only_phase(self.dep, opts.clients, opts.seconds,
+                                                  opts.warmup, opts.seed)
+        self.row('Placement ceiling, PUT only (an arbiter)', claim_ceiling.rate, unit='req/s',
+                 note=_phase_note(claim_ceiling, statuses, opts.clients))
+        return query_ceiling, claim_ceiling, get_p50
+
+    # 4. --------------------------------------------------------------------------
+    def view_window(self, client: Any) -> tuple[_Phase, Counter, Counter]:
+        opts = self.opts
+        self.fresh()
+        before, started = cpu.sample(), time.monotonic()
+        phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
+                             _service_decide(client, _Rngs(opts.seed)))
+        cores = cpu.used_between(before, cpu.sample(), time.monotonic() - started)
+        statuses, refusals = _statuses(self.log.read_new()), self.refusals.read()
+        deploy.delete_consumers(self.dep.url, phase.consumers)
+        self.row(f'{opts.workers} workers, provider view', phase.rate, unit='req/s',
+                 note=_phase_note(phase, statuses, opts.clients)
+                 + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
+        return phase, statuses, refusals
+
+    # 5. --------------------------------------------------------------------------
+    def view_fill(self, client: Any) -> _Phase:
+        opts, dep = self.opts, self.dep
+        self.fresh()
+        phase = _closed_loop(opts.clients, opts.fill_seconds, 0.0,
+                             _service_decide(client, _Rngs(opts.seed + 1)),
+                             until=lambda: _fill(dep)['MEMORY_MB'] >= opts.fill_to)
+        end_fill = _fill(dep)
+        calls = self.log.read_new()
+        statuses, refusals = _statuses(calls), self.refusals.read()
+        no_valid_host = sum(v for k, v in phase.errors.items() if 'NoValidHost' in k)
+        label = f'filling to {opts.fill_to:.0%}'
+        self.row(f'{label}: throughput', phase.rate, unit='req/s',
+                 note=f'{phase.completed} placed in {phase.seconds:.0f} s, MEMORY_MB '
+                      f'{self.start_fill["MEMORY_MB"]:.1%} -> {end_fill["MEMORY_MB"]:.1%} '
+                      f'full (VCPU {end_fill["VCPU"]:.1%}, DISK_GB {end_fill["DISK_GB"]:.1%}); '
+                      f'NoValidHost {no_valid_host}; other errors '
+                      f'{sum(phase.errors.values()) - no_valid_host}')
+        self.row(f'{label}: p50 latency', _median(phase.latencies) * 1000, unit='ms',
+                 note=f'p99 {_percentile(phase.latencies, 99) * 1000:.0f} ms')
+        self.refused_rows(f'{label}: ', statuses, refusals, applies=False)
+        answered = phase.completed + no_valid_host
+        gets = sum(1 for c in calls if c.kind == 'GET a_c')
+        self.row(f'{label}: queries left to Placement', gets, unit='n',
+                 note=(f'{gets} GET /allocation_candidates for about {answered} requests '
+                       f'({gets / answered:.1%}): none fits in the view, or it could not '
+                       f'be read') if answered else 'no request answered')
+        return phase
+
+    # 6. --------------------------------------------------------------------------
+    def regret(self, client: Any, config: Any) -> list[str]:
+        opts = self.opts
+        samples, consumers = _regret_samples(self.dep, client, config, opts.regret_samples,
+                                             opts.seed + 2)
+        shares = [s.share for s in samples if s.share is not None]
+        outside = sum(1 for s in samples if s.share is None)
+        mean = statistics.fmean(shares) if shares else float('nan')
+        self.row('decision quality: mean regret', mean, unit='x', target=f'<= {MEAN_REGRET:g}',
+                 passed=bool(shares) and mean <= MEAN_REGRET,
+                 note=f'{len(samples)} requests one at a time, each against a fresh whole '
+                      f'query ({statistics.fmean([s.weighed for s in samples]):.0f} hosts '
+                      f'weighed); max {max(shares, default=float("nan")):.3%}; '
+                      f'{sum(1 for s in shares if s == 0)} chose the best host; '
+                      f'{outside} chose a host the fresh query filters out')
+        return consumers
+
+    def refused_rows(self, label: str, statuses: Counter, refusals: Counter, *,
+                     applies: bool) -> None:
         puts = sum(v for k, v in statuses.items() if k.startswith('PUT '))
-        refused = statuses.get('PUT 409', 0)
-        p50 = statistics.median(viewed.latencies) if viewed.latencies else float('nan')
-        rows.append(Row(f'view: {workers} workers, provider view (max age {max_age:g}s)'
-                        f'{with_spread}',
-                        providers, viewed.rate, unit='req/s',
-                        note=_phase_note(viewed, statuses, clients)
-                        + f'; GETs sent {statuses.get("GET 200", 0)}'))
+        conflicts = statuses.get('PUT 409', 0)
+        share = refusals['capacity'] / puts if puts else 0.0
+        self.row(f'{label}refused claims (capacity) / claims', share,
+                 target=f'<= {REFUSED_SHARE:g}' + ('' if applies else ' at 10,000'),
+                 passed=(share <= REFUSED_SHARE) if applies else None, unit='x',
+                 note=f'{refusals["capacity"]} of {puts} PUTs refused for capacity: the '
+                      f'view was behind')
+        self.row(f'{label}all 409s / claims', conflicts / puts if puts else 0.0, unit='x',
+                 note=f'{conflicts} of {puts} PUTs answered 409: {refusals["capacity"]} for '
+                      f'capacity, {refusals["concurrent"]} for a concurrent write to the same '
+                      f'provider (retried there; Placement here does not retry itself)')
 
-        over, consumers = _read_back(dep)
-        share = viewed.rate / claim_phase.rate if claim_phase.rate else 0.0
-        rows.append(Row('view: throughput / PUT-only ceiling', providers, share, ratio=share,
-                        target=f'ratio >= {CLAIM_CEILING_SHARE:g}',
-                        passed=share >= CLAIM_CEILING_SHARE, unit='x'))
-        factor = viewed.rate / query_phase.rate if query_phase.rate else 0.0
-        rows.append(Row('view: throughput / GET + PUT ceiling', providers, factor,
-                        ratio=factor, target=f'ratio >= {QUERY_CEILING_FACTOR:g} at 10,000',
-                        passed=(factor >= QUERY_CEILING_FACTOR) if providers >= 10000
-                        else None, unit='x'))
-        p50_share = p50 / get_p50 if get_p50 == get_p50 and get_p50 else float('nan')
-        rows.append(Row('view: p50 latency / one GET /allocation_candidates', providers,
-                        p50_share, ratio=p50_share, target=f'ratio <= {P50_SHARE_OF_GET:g}',
-                        passed=p50_share <= P50_SHARE_OF_GET, unit='x',
-                        note=f'p50 {p50 * 1000:.0f} ms, GET p50 {get_p50 * 1000:.0f} ms'))
-        refused_share = refused / puts if puts else 0.0
-        rows.append(Row('view: refused claims / claims', providers, refused_share,
-                        target=f'<= {REFUSED_SHARE:g}', passed=refused_share <= REFUSED_SHARE,
-                        unit='x', note=f'{refused} of {puts} PUTs refused (409)'))
-        rows.append(Row('view: overcommitted providers (read back)', providers, over,
-                        target='0', passed=over == 0, unit='n'))
-        leaked = consumers - seeded_consumers
-        rows.append(Row('view: allocations left after clean-up (read back)', providers,
-                        leaked, target='0', passed=leaked == 0, unit='n',
-                        note=f'{consumers} consumers hold allocations, '
-                             f'{seeded_consumers} of them the seeded usage'))
+    def read_back(self) -> None:
+        over, consumers = _read_back(self.dep)
+        self.row('overcommitted providers (read back)', over, target='0', passed=over == 0,
+                 unit='n')
+        leaked = consumers - self.seeded_consumers
+        self.row('allocations left after clean-up (read back)', leaked, target='0',
+                 passed=leaked == 0, unit='n',
+                 note=f'{consumers} consumers hold allocations, {self.seeded_consumers} of '
+                      f'them the seeded usage')
+
+
+def run(providers: int, opts: Options | None = None) -> list[Row]:
+    """The rows of one size (see the module's doc)."""
+    from scheduler.rpc.client import SchedulerClient
+
+    opts = opts or Options()
+    with deploy.seeded_deployment(providers, direct=True, fill_mean=opts.start_fill) as dep:
+        run = _Run(dep, opts)
+        run.row('seed Placement (setup)', dep.seed_seconds, unit='s',
+                note=f'straight into its tables; {dep.usage_consumers} usage consumers; '
+                     + ', '.join(f'{rc} {share:.1%} full'
+                                 for rc, share in sorted(run.start_fill.items())))
+        per_request, queries = run.query_per_request()
+        query_ceiling, claim_ceiling, get_p50 = run.ceilings(queries)
+        with run.service(_view_config(dep, opts)) as (svc, tr):
+            client = SchedulerClient(tr, topic=svc.topic, timeout=600)
+            viewed, statuses, refusals = run.view_window(client)
+            _targets(run, viewed, statuses, refusals, claim_ceiling, query_ceiling, get_p50)
+            filling = run.view_fill(client)
+            sampled = run.regret(client, svc.config)
+            peaks = _peak_rss_mb(svc.worker_pids())
+            deploy.delete_consumers(dep.url, filling.consumers + sampled)
+        run.row('peak memory per worker (VmHWM)', max(peaks, default=float('nan')), unit='MB',
+                target=f'<= {WORKER_MEMORY_MB} MB at 50,000' if providers >= 50000 else None,
+                passed=(max(peaks) <= WORKER_MEMORY_MB) if providers >= 50000 and peaks
+                else None, note=', '.join(f'{p:.0f}' for p in peaks))
+        run.read_back()
+        for mode, phase in ((QUERY_MODE, per_request), (VIEW_MODE, viewed)):
+            run.row(f'curve: {mode}, throughput', phase.rate, unit='req/s')
+            run.row(f'curve: {mode}, p50', _median(phase.latencies) * 1000, unit='ms')
+    return run.rows
+
+
+def _targets(run: _Run, viewed: _Phase, statuses: Counter, refusals: Counter,
+             claim_ceiling: _Phase, query_ceiling: _Phase, get_p50: float) -> None:
+    applies = run.n >= TARGET_PROVIDERS
+    where = '' if applies else ' at 10,000'
+    share = viewed.rate / claim_ceiling.rate if claim_ceiling.rate else 0.0
+    run.row('throughput / PUT-only ceiling', share, ratio=share,
+            target=f'ratio >= {CLAIM_CEILING_SHARE:g}{where}',
+            passed=(share >= CLAIM_CEILING_SHARE) if applies else None, unit='x')
+    factor = viewed.rate / query_ceiling.rate if query_ceiling.rate else 0.0
+    run.row('throughput / GET + PUT ceiling', factor, ratio=factor,
+            target=f'ratio >= {QUERY_CEILING_FACTOR:g}{where}',
+            passed=(factor >= QUERY_CEILING_FACTOR) if applies else None, unit='x')
+    p50 = _median(viewed.latencies)
+    p50_share = p50 / get_p50 if get_p50 == get_p50 and get_p50 else float('nan')
+    run.row('p50 latency / one GET /allocation_candidates', p50_share, ratio=p50_share,
+            target=f'ratio <= {P50_SHARE_OF_GET:g}{where}',
+            passed=(p50_share <= P50_SHARE_OF_GET) if applies else None, unit='x',
+            note=f'p50 {p50 * 1000:.0f} ms, GET p50 {get_p50 * 1000:.0f} ms')
+    run.refused_rows('', statuses, refusals, applies=applies)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float('nan')
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return deploy.percentile(values, q) if values else float('nan')
+
+
+QUERY_MODE = 'a query per request'
+VIEW_MODE = 'provider view'
+
+
+def curve_points(rows: list[Row]) -> dict[str, dict[int, float]]:
+    """'<mode>, throughput' / '<mode>, p50' and the two ceilings -> {providers: value}."""
+    names = {f'view: curve: {mode}, {what}': f'{mode}, {what}'
+             for mode in (QUERY_MODE, VIEW_MODE) for what in ('throughput', 'p50')}
+    names['view: Placement ceiling, PUT only (an arbiter)'] = 'PUT-only ceiling'
+    names['view: Placement ceiling, GET + PUT per decision'] = 'GET + PUT ceiling'
+    points: dict[str, dict[int, float]] = {}
+    for r in rows:
+        key = names.get(r.name)
+        if key is not None and r.n is not None and r.ours_ms is not None:
+            points.setdefault(key, {})[r.n] = r.ours_ms
+    return points
+
+
+def curve(rows: list[Row]) -> str:
+    """Providers -> throughput and p50 of both modes, one line per size."""
+    points = curve_points(rows)
+    sizes = sorted({n for values in points.values() for n in values})
+    lines = [f'{"providers":>9}   {QUERY_MODE:<28}   {VIEW_MODE:<28}   PUT-only ceiling',
+             f'{"-" * 9}   {"-" * 28}   {"-" * 28}   ----------------']
+    for n in sizes:
+        cells = []
+        for mode in (QUERY_MODE, VIEW_MODE):
+            rate = points.get(f'{mode}, throughput', {}).get(n)
+            p50 = points.get(f'{mode}, p50', {}).get(n)
+            cells.append(f'{rate:7.2f} req/s, p50 {p50:7,.0f} ms'
+                         if rate is not None and p50 is not None else '-')
+        ceiling = points.get('PUT-only ceiling', {}).get(n)
+        lines.append(f'{n:>9,}   {cells[0]:<28}   {cells[1]:<28}   '
+                     + (f'{ceiling:.1f} req/s' if ceiling is not None else '-'))
+    return '\n'.join(lines)
+
+
+def run_all(sizes: list[int], opts: Options | None = None) -> list[Row]:
+    rows: list[Row] = []
+    for n in sizes:
+        rows.extend(run(n, opts))
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog='python -m bench.view',
                                      description=__doc__.split('\n\n')[0])
-    parser.add_argument('--providers', type=int, default=DEFAULT_PROVIDERS)
-    parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS)
-    parser.add_argument('--clients', type=int, default=DEFAULT_CLIENTS)
-    parser.add_argument('--seconds', type=float, default=DEFAULT_SECONDS)
-    parser.add_argument('--warmup', type=float, default=DEFAULT_WARMUP)
-    parser.add_argument('--max-age', type=float, default=1.0)
-    parser.add_argument('--near-best', type=float, default=0.0,
-                        help='[scheduler] near_best_weight_tolerance of both service phases')
+    parser.add_argument('--providers', default=','.join(map(str, DEFAULT_PROVIDERS)),
+                        help='numbers of providers, comma-separated')
+    defaults = Options()
+    for name, value in vars(defaults).items():
+        parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args(argv)
+    opts = Options(**{name: getattr(args, name) for name in vars(defaults)})
+    sizes = [int(p) for p in args.providers.split(',') if p.strip()]
     try:
-        rows = run(args.providers, workers=args.workers, clients=args.clients,
-                   seconds=args.seconds, warmup=args.warmup, max_age=args.max_age,
-                   near_best=args.near_best)
+        rows = run_all(sizes, opts)
     except deploy.ServiceMissing as e:
         print(f'cannot run: {e}', file=sys.stderr)
         return 2
     print(render(rows))
+    print()
+    print(curve(rows))
     if args.json:
         write_json(rows, args.json)
-    return 0
+    return 1 if any(r.passed is False for r in rows) else 0
 
 
 if __name__ == '__main__':
