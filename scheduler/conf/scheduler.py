@@ -71,17 +71,18 @@ nova_opts = [
                      '(``[placement_database] connection``) instead of one ``GET '
                      '/allocation_candidates`` per request; Placement still arbitrates every '
                      'claim, so a stale view costs a claim retry, never an overcommit. The '
-                     'view answers a single unsuffixed request group in a cloud without '
-                     'nested or sharing providers; every other query, and moves, go to '
-                     'Placement as before (``scheduler_provider_view_queries_total`` says '
-                     'which and why). Off by default until its benchmark holds '
-                     '(doc/performance.md).'),
+                     'view answers a single unsuffixed request group whose classes only '
+                     'root providers that share nothing hold, with every host that holds '
+                     'it (``max_placement_results`` bounds Placement\'s work, not the '
+                     'view\'s); other queries, NUMA and PCI requests, moves, and a query no '
+                     'host of the view fits go to Placement as before '
+                     '(``scheduler_provider_view_queries_total`` says which and why).'),
     cfg.FloatOpt('provider_view_max_age', default=1.0, min=0.0, max=300.0,
                  help='How old, in seconds, the provider view may be when a request is '
-                      'answered from it; older, the request first reads it again (one read '
-                      'serves every request of the worker waiting for it). A claim refused '
-                      'for capacity also makes the next request read it again. The '
-                      'worker\'s own claims are added to it between reads.'),
+                      'answered from it; older, it is read again (what changed since) on a '
+                      'thread of its own while requests go on with the one they have. A '
+                      'claim refused for capacity also starts a read. The worker\'s own '
+                      'claims are added to it between reads.'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,
                  help='Seconds between whole reads of the provider view. In between, a '
                       'read takes only the providers whose generation moved (every '

@@ -3,7 +3,8 @@
 A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
 (another scheduler got there first), is read again on a thread while requests go
 on with it: only what changed since (the reader knows how), and the whole of it
-every ``full_read_interval`` seconds.
+every ``full_read_interval`` seconds. One older than twice ``max_age`` (the
+worker sat idle) is read before the request decides.
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -133,21 +134,26 @@ class ProviderView:
         """A claim based on the view was refused for capacity: read it again now (behind
         the requests: a stale offer costs a retry of the claim, not an overcommit)."""
         with self._lock:
-            self._read_at = float('-inf')
             if self._snapshot is not None and self._read_behind:
                 self._start_read_behind()
+            else:
+                self._read_at = float('-inf')
 
     def _current(self) -> tuple[ProviderSnapshot, dict[str, dict[str, int]]]:
         with self._lock:
             snapshot = self._snapshot
             if snapshot is not None and not self._stale:
-                aged = self._clock() - self._read_at > self.max_age
-                if aged and self._read_behind:
-                    self._start_read_behind()
-                if not aged or self._read_behind:
+                age = self._clock() - self._read_at
+                if age <= self.max_age or self._reading:
                     return snapshot, self._overlay_copy()
-            # The first read, one after a failed read behind, or any read without
-            # read_behind: the requests wait for it.
+                if self._read_behind and age <= 2 * self.max_age:
+                    self._start_read_behind()
+                    return snapshot, self._overlay_copy()
+            # The first read, one after a failed read behind, one after the worker
+            # sat idle (a snapshot over twice max_age old: a read of what changed is
+            # cheap, deciding from the old one would weigh other schedulers' latest
+            # hosts as if they were empty), or any read without read_behind: the
+            # requests wait for it.
             started = self._clock()
             self._install(self._read(), started, {})
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]
@@ -184,7 +190,7 @@ class ProviderView:
         with self._lock:
             self._reading = False
             since, self._since_read = self._since_read or {}, None
-            if started > self._read_at:   # never replace a newer read
+            if started >= self._read_at:   # never replace a newer read
                 self._install(snapshot, started, since)
 
     def _install(self, snapshot: ProviderSnapshot, started: float,

@@ -140,6 +140,20 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     assert used(found, 'a') == 4
 
 
+def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on_an_old_view():
+    # Over twice max_age since the last read: the worker sat idle while others
+    # claimed; what changed since is cheap to read, a decision on the old view not.
+    now = [0.0]
+    reads = Reads(snapshot(('a', 8, 0), ('b', 8, 0)), snapshot(('a', 8, 8), ('b', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+    view.match(vcpus(1))
+    now[0] = 2.5
+
+    found, _ = view.match(vcpus(1))
+
+    assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
+
+
 def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
     now = [0.0]
     reads = Reads(snapshot(('a', 8, 0)), ProviderViewError('OperationalError: gone'),
