@@ -133,7 +133,10 @@ class Claimer:
                 raise ClaimFailed(CAPACITY_EXCEEDED, exc.detail or '', known=known) from exc
             except pexc.ProviderGenerationConflict as exc:
                 metrics.claim_conflict('provider_generation')
-                last, tries = exc, tries + 1
+                # Without its traceback: kept in this frame, the traceback (which
+                # holds this frame, and through it the whole request) would be a
+                # reference cycle that only the paused collector could free.
+                last, tries = exc.with_traceback(None), tries + 1
                 LOG.debug('provider generation conflict claiming %s (attempt %d/%d)',
                           instance_uuid, tries, self.max_attempts)
                 if tries >= self.max_attempts:
@@ -143,7 +146,7 @@ class Claimer:
                 continue
             except pexc.ConsumerGenerationConflict as exc:
                 metrics.claim_conflict('consumer')
-                last = exc
+                last = exc.with_traceback(None)   # see above
                 if discovered:
                     tries += 1
                     if tries >= self.max_attempts:

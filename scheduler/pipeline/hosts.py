@@ -75,23 +75,33 @@ class HostBuilder:
         of the table the view keeps over its snapshot, read from the catalog as
         fresh as for Placement's answers."""
         self.refresh_service_states()
+        az = self.conf.default_availability_zone
         with metrics.stage('host_states'):
-            hosts = match.hosts(self.catalog,
-                                default_availability_zone=self.conf.default_availability_zone)
-        roots = hosts.table.roots
-        uuids = {roots[row] for row in hosts.rows.tolist()}
-        self._learn_provider_names(context, uuids)
-        unresolved = self.resolver.resolve(uuids)
+            hosts, table = match.hosts_of_table(self.catalog, az)
+        # What the catalog does not know of the view's hosts is worked out once per
+        # table (unnamed, unresolved): usually nothing, and then nothing is asked.
+        unresolved: set[str] = set()
+        if table.unnamed or table.unresolved:
+            if table.unnamed:
+                self._learn_provider_names(context, set(table.unnamed))
+            if table.unresolved:
+                unresolved = self.resolver.resolve(table.unresolved)
+            # What the look-ups taught the catalog (names, service hosts) is in the
+            # table the next call builds.
+            with metrics.stage('host_states'):
+                hosts, table = match.hosts_of_table(self.catalog, az)
+        left_out = 0
         if unresolved:
-            hosts = hosts.where(np.fromiter((roots[row] not in unresolved
-                                             for row in hosts.rows.tolist()),
-                                            dtype=bool, count=len(hosts)))
+            roots = hosts.table.roots
+            kept = hosts.where(np.fromiter((roots[row] not in unresolved
+                                            for row in hosts.rows.tolist()),
+                                           dtype=bool, count=len(hosts)))
+            hosts, left_out = kept, len(hosts) - len(kept)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
-        if unresolved:
-            trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved),
-                                       **trace.prefilter_removed}
-        if not hosts and unresolved:
+        if left_out:
+            trace.prefilter_removed = {UNRESOLVED_REASON: left_out, **trace.prefilter_removed}
+        if not hosts and left_out:
             raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
         return hosts
 

@@ -41,6 +41,11 @@ class SnapshotHosts:
     roots: np.ndarray
     #: snapshot row -> table row of its tree (-1: a sharing provider's, in no table row)
     row_of: np.ndarray
+    #: the table's roots no host source names, and those whose service host no source
+    #: states (asked of the catalog once per table, not per request: at 50,000 hosts
+    #: the two questions cost more than the decision)
+    unnamed: frozenset[str]
+    unresolved: frozenset[str]
 
     def view(self, matching: Sequence[int], resources: Mapping[str, int],
              overlay: Overlay) -> HostView:
@@ -85,7 +90,8 @@ class ViewTables:
                 # only capacity and usage moved.
                 capacity, used = _usage_columns(snapshot, latest.roots, latest.row_of)
                 hosts = SnapshotHosts(snapshot, version, latest.table.with_usage(capacity, used),
-                                      latest.roots, latest.row_of)
+                                      latest.roots, latest.row_of, latest.unnamed,
+                                      latest.unresolved)
                 self.updated += 1
             else:
                 hosts = _build(snapshot, catalog, version, default_availability_zone)
@@ -104,10 +110,13 @@ def _build(snapshot: ProviderSnapshot, catalog: HostData, version: object,
     row_of = row_of[snapshot.roots]        # every provider -> its tree's row
     capacity, used = _usage_columns(snapshot, roots, row_of)
     uuids = snapshot.uuids
+    root_uuids = [uuids[r] for r in roots.tolist()]
     table = HostTable.from_columns(
-        [uuids[r] for r in roots.tolist()], capacity, used, catalog,
+        root_uuids, capacity, used, catalog,
         trees=_Trees(snapshot, roots), default_availability_zone=default_availability_zone)
-    return SnapshotHosts(snapshot, version, table, roots, row_of)
+    return SnapshotHosts(snapshot, version, table, roots, row_of,
+                         frozenset(catalog.unknown_provider_uuids(root_uuids)),
+                         frozenset(catalog.unresolved_providers(root_uuids)))
 
 
 def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.ndarray

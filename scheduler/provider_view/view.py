@@ -25,7 +25,7 @@ from scheduler.exceptions import SchedulerError
 from scheduler.host_state import HostData
 from scheduler.host_table import HostView
 from scheduler.provider_view.answer import Overlay, matching, why_not_exact
-from scheduler.provider_view.hosts import ViewTables
+from scheduler.provider_view.hosts import SnapshotHosts, ViewTables
 from scheduler.provider_view.snapshot import ProviderSnapshot
 
 LOG = logging.getLogger(__name__)
@@ -58,9 +58,14 @@ class Match:
     def hosts(self, catalog: HostData, *, default_availability_zone: str = 'nova') -> HostView:
         """These providers' hosts, as rows of the table the view keeps over the
         snapshot, read from ``catalog`` as it is now."""
+        return self.hosts_of_table(catalog, default_availability_zone)[0]
+
+    def hosts_of_table(self, catalog: HostData, default_availability_zone: str = 'nova'
+                       ) -> tuple[HostView, SnapshotHosts]:
+        """:meth:`hosts`, and the table they are rows of."""
         tables = self.tables.hosts(self.snapshot, catalog,
                                    default_availability_zone=default_availability_zone)
-        return tables.view(self.rows, self.resources, self.overlay)
+        return tables.view(self.rows, self.resources, self.overlay), tables
 
 
 class ProviderViewError(SchedulerError):

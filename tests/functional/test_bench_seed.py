@@ -13,7 +13,6 @@ import contextlib
 import pathlib
 from collections.abc import Iterator
 
-import pytest
 import requests
 
 from bench import deploy

@@ -336,3 +336,43 @@ def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_
     catalog.update_instance_info('a', ['i-1'])   # the catalog moved: its columns are read again
     hosts = view.match(vcpus(1))[0].hosts(catalog)
     assert view._tables.built == 2 and hosts[0].instances == {'i-1': {'uuid': 'i-1'}}
+
+
+class _ComputeApi:
+    """A host source that knows some compute nodes the hosts file does not yet."""
+
+    def __init__(self, catalog: HostCatalog, known: set[str]):
+        self.catalog, self.known, self.asked = catalog, known, []
+
+    def look_up(self, provider_uuids):
+        from scheduler.catalog.nova_api import HypervisorInfo
+
+        self.asked.append(sorted(provider_uuids))
+        self.catalog.add_hypervisors(
+            HypervisorInfo(provider_uuid=u, nodename=name, service_host=name)
+            for name in self.known for u in provider_uuids if u == uuid_for(name))
+
+
+def test_the_view_s_hosts_no_source_knows_are_looked_up_once_and_left_out_until_known(
+        fake, make_manager):
+    from scheduler.catalog.resolver import HostResolver
+
+    for name in ('known', 'fresh', 'orphan'):
+        fake.add_compute(name, vcpus=8)
+    catalog = catalog_of('known')
+    api = _ComputeApi(catalog, {'fresh'})
+    manager = make_manager(catalog=catalog)
+    manager.hosts.resolver = HostResolver(catalog.unresolved_providers, [api],
+                                          exclude_unresolved=True, retry_after=3600)
+    # known is full; fresh (a compute the sync has not seen yet) and orphan (a provider
+    # no source knows) both fit, and orphan comes first of two equal hosts.
+    manager.query.view = ProviderView(
+        Reads(snapshot(('known', 8, 8), ('orphan', 8, 0), ('fresh', 8, 0))), max_age=300.0)
+
+    for instance in uuids(2):
+        [selections] = select(manager, user_spec(vcpus=1), [instance], return_alternates=True)
+        assert [s.service_host for s in selections] == ['fresh']
+
+    # Asked once about both; fresh became known, orphan is asked again only after
+    # retry_after, and is never chosen meanwhile.
+    assert api.asked == [sorted([uuid_for('fresh'), uuid_for('orphan')])]

@@ -140,3 +140,30 @@ def test_the_thread_ends_when_idle_and_a_new_hand_over_starts_another(no_collect
     assert release._thread is None
     hand_over_and_wait(release)
     release.stop()
+
+
+def test_a_claim_retried_after_a_generation_conflict_leaves_no_cycle_behind(
+        fake, make_manager, no_collector):
+    # The conflict's exception, kept for the final error, once held its traceback:
+    # the claim's frame, and through it every frame of the request and the host
+    # table in their locals, a cycle only the (paused) collector could free.
+    from tests.unit.fake_placement import provider_conflict
+    fake.add_compute('a')
+    manager = make_manager()
+    manager.release = DeferredRelease(delay=3600)
+    fake.script('put_allocations', provider_conflict())
+    tables: list[weakref.ref] = []
+    real_host_states = manager.hosts.build
+
+    def spying(candidates):
+        view = real_host_states(candidates)
+        tables.append(weakref.ref(view.table))
+        return view
+    manager.hosts.build = spying
+
+    result = select(manager, user_spec(), uuids(1))
+
+    assert result[0][0].service_host == 'a' and len(fake.claims()) == 2   # tried twice
+    manager.release.drain()
+    assert tables[0]() is None
+    manager.release.stop()
