@@ -148,7 +148,7 @@ def placement_on_postgres(workdir: pathlib.Path, *,
     """
     server, connection = start_postgres_placement(
         workdir, workers=workers, access_log_format=ACCESS_LOG_FORMAT,
-        database_prefix='placement_bench')
+        database_prefix='placement_bench', request_timeout=900)
     try:
         yield server
     finally:
