@@ -9,6 +9,8 @@
 2. End to end, 3. throughput, 4. memory (bench/e2e.py, bench/memory.py) on a
    real Placement (PostgreSQL, several workers), RabbitMQ and real service
    processes.
+5. The provider view against a query per request at 1,000, 10,000 and 50,000
+   providers (bench/view.py), its curve printed and drawn beside the JSON.
 
 Prints one table and writes the rows to ``bench-results.json``.
 """
@@ -28,6 +30,8 @@ from bench.report import Row, ratio_row, render, write_json
 from bench.synthetic import make_cloud
 
 DEFAULT_SIZES = (1000, 5000, 10000, 50000)
+#: The provider view's sizes (bench/view.py): the issue's curve.
+DEFAULT_VIEW_SIZES = '1000,10000,50000'
 KINDS = (('one', 'one instance'), ('ten', 'ten instances'),
          ('group10', 'ten-instance anti-affinity group'))
 #: Decision floor at N = 5,000 (the issue; kube-scheduler holds 680 pods/s at 5,000 nodes).
@@ -149,11 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--no-e2e', action='store_true',
                         help='skip end to end, throughput and memory (needs PostgreSQL and '
                              'RabbitMQ on 127.0.0.1)')
-    parser.add_argument('--view', default=os.environ.get('SCHEDULER_BENCH_VIEW', ''),
+    parser.add_argument('--view', default=os.environ.get('SCHEDULER_BENCH_VIEW',
+                                                         DEFAULT_VIEW_SIZES),
                         metavar='N[,N...]',
-                        help='also the provider view against a query per request at these '
+                        help='the provider view against a query per request at these '
                              'numbers of providers (bench/view.py; needs PostgreSQL and '
-                             'RabbitMQ)')
+                             f'RabbitMQ; default {DEFAULT_VIEW_SIZES}; "" for none)')
     parser.add_argument('--output', default='bench-results.json')
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(',') if s.strip()] if args.sizes
@@ -178,13 +183,23 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(e2e.run_all())
         rows.extend(memory.run_memory())
         rows.extend(memory.run_memory(limit=None))
+    view_rows: list[Row] = []
     if args.view:
         from bench import view
         for providers in (int(n) for n in args.view.split(',') if n.strip()):
-            rows.extend(view.run(providers))
+            view_rows.extend(view.run(providers))
+        rows.extend(view_rows)
 
     print(render(rows))
     write_json(rows, args.output)
+    if view_rows:
+        from bench import plot, view
+        print()
+        print(view.curve(view_rows))
+        curve_file = os.path.splitext(args.output)[0] + '-view-curve.svg'
+        with open(curve_file, 'w') as f:
+            f.write(plot.svg(view_rows))
+        print(f'the curve drawn in {curve_file}')
     failed = [r for r in rows if r.passed is False]
     print(f'\n{len(rows)} rows, {sum(r.passed is True for r in rows)} passed, '
           f'{len(failed)} failed; written to {args.output}')

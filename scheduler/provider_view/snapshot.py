@@ -11,7 +11,7 @@ new snapshot gives the garbage collector little to walk.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,9 +44,6 @@ class Inventory:
         return cls(np.zeros(n, dtype=bool), ints[0], ints[1], ints[2], ints[3], ints[4],
                    np.zeros(n, dtype=np.float64), ints[5])
 
-    def copy(self) -> Inventory:
-        return Inventory(*(getattr(self, f).copy() for f in _INVENTORY_FIELDS))
-
     @property
     def capacity(self) -> np.ndarray:
         """What Placement's provider summary says: ``int((total - reserved) * ratio)``."""
@@ -60,6 +57,8 @@ class Inventory:
 
 _INVENTORY_FIELDS = ('present', 'total', 'reserved', 'min_unit', 'max_unit', 'step_size',
                      'allocation_ratio', 'used')
+#: What an inventory write changes (``used`` changes with allocations).
+_STATIC_FIELDS = _INVENTORY_FIELDS[:-1]
 
 
 @dataclass(frozen=True)
@@ -308,17 +307,28 @@ class ProviderSnapshot:
         inventories = _as_keyed(inventories, 6, np.float64)
         usages = _as_keyed(usages, 1)
         traits, aggregates = _as_keyed(traits), _as_keyed(aggregates)
-        rows = np.searchsorted(self.ids, np.asarray(changed_ids, dtype=np.int64)).tolist()
-        n = len(self)
-        if rows or usages_of_all:
-            columns = {rc: inv.copy() for rc, inv in self.inventories.items()}
-            for inv in columns.values():
-                inv.present[rows] = False
-            _set_inventories(columns, n, self.ids, inventories)
-            _set_usages(columns, n, self.ids, usages,
-                        rows_read=None if usages_of_all else rows)
-        else:   # nothing moved: the columns are shared, never modified
-            columns = self.inventories
+        changed = np.unique(np.asarray(changed_ids, dtype=np.int64))
+        rows = np.searchsorted(self.ids, changed).tolist()
+        # Columns are shared with this snapshot (never modified) unless a value in
+        # them moved: a claim moves a few providers' usage of three classes, and
+        # copying every column of 50,000 providers each second would cost more.
+        columns = dict(self.inventories)
+        if rows:
+            patch: dict[str, Inventory] = {}
+            _set_inventories(patch, len(rows), changed, inventories)
+            for rc in set(columns) | set(patch):
+                inv = columns.get(rc) or Inventory.empty(len(self))
+                new = patch.get(rc) or Inventory.empty(len(rows))
+                if not all(np.array_equal(getattr(inv, f)[rows], getattr(new, f))
+                           for f in _STATIC_FIELDS):
+                    inv = replace(inv, **{f: getattr(inv, f).copy() for f in _STATIC_FIELDS})
+                    for f in _STATIC_FIELDS:
+                        getattr(inv, f)[rows] = getattr(new, f)
+                columns[rc] = inv
+        if usages_of_all:
+            _replace_usages(columns, np.arange(len(self)), self.ids, usages)
+        elif rows:
+            _replace_usages(columns, np.asarray(rows, dtype=np.intp), changed, usages)
         snapshot = ProviderSnapshot.__new__(ProviderSnapshot)
         snapshot.ids, snapshot.uuids, snapshot.index = self.ids, self.uuids, self.index
         snapshot.parent_rows, snapshot.roots = self.parent_rows, self.roots
@@ -333,6 +343,23 @@ class ProviderSnapshot:
         snapshot.marks = marks
         snapshot._classes()
         return snapshot
+
+
+def _replace_usages(columns: dict[str, Inventory], rows: np.ndarray, ids: np.ndarray,
+                    usages: Keyed) -> None:
+    """The usages of ``rows`` (whose provider ids are ``ids``) are exactly ``usages``: a
+    class whose usage moved gets a new ``used`` column, the others keep theirs."""
+    read: dict[str, Inventory] = {}
+    _set_usages(read, len(rows), ids, usages, rows_read=None)
+    for rc in set(columns) | set(read):
+        inv = columns.get(rc)
+        new = read[rc].used if rc in read else np.zeros(len(rows), dtype=np.int64)
+        if inv is None:
+            continue        # usage of a class no provider has an inventory of
+        if not np.array_equal(inv.used[rows], new):
+            used = inv.used.copy()
+            used[rows] = new
+            columns[rc] = replace(inv, used=used)
 
 
 def _as_keyed(rows: Keyed | Iterable[tuple], width: int = 0, dtype: Any = np.int64) -> Keyed:

@@ -32,6 +32,7 @@ HEADERS = {**deploy.HEADERS, 'OpenStack-API-Version': 'placement 1.36'}
 
 @contextlib.contextmanager
 def placement(workdir: pathlib.Path) -> Iterator[PostgresPlacement]:
+    workdir.mkdir()
     try:
         server, connection = start_postgres_placement(workdir, workers=1,
                                                       database_prefix='placement_seed')
@@ -66,8 +67,10 @@ def what_placement_says(server: PostgresPlacement) -> dict:
 
 def candidates(server: PostgresPlacement, query: str) -> tuple[list, dict]:
     body = get(server, f'/allocation_candidates?{query}')
+    # Placement lists a provider's traits in no particular order.
     return (sorted(str(sorted(r['allocations'].items())) for r in body['allocation_requests']),
-            body['provider_summaries'])
+            {rp: {**summary, 'traits': sorted(summary['traits'])}
+             for rp, summary in body['provider_summaries'].items()})
 
 
 def test_the_cloud_written_into_the_tables_is_the_cloud_written_through_the_api(tmp_path):
@@ -82,9 +85,11 @@ def test_the_cloud_written_into_the_tables_is_the_cloud_written_through_the_api(
 
         assert consumers_sql == consumers_api
         assert what_placement_says(direct) == what_placement_says(through_api)
+        # No forbidden trait: Placement 16 on PostgreSQL answers one with HTTP 500 once
+        # any provider has a parent (tests/functional/test_provider_view.py says more).
         for query in ('resources=VCPU:2,MEMORY_MB:4096,DISK_GB:40',
                       'resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20&required=HW_CPU_X86_AVX2',
-                      'resources=VCPU:1,MEMORY_MB:512,DISK_GB:1&required=!COMPUTE_STATUS_DISABLED',
+                      'resources=VCPU:1,MEMORY_MB:512,DISK_GB:1&required=COMPUTE_STATUS_DISABLED',
                       'resources=VCPU:1,VGPU:1'):
             assert candidates(direct, query) == candidates(through_api, query), query
         # A claim and its generation move the same way on both.
