@@ -186,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     view_rows: list[Row] = []
     if args.view:
         from bench import view
-        for providers in (int(n) for n in args.view.split(',') if n.strip()):
-            view_rows.extend(view.run(providers))
+        view_rows = view.run_all([int(n) for n in args.view.split(',') if n.strip()])
         rows.extend(view_rows)
 
     print(render(rows))

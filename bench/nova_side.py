@@ -137,7 +137,7 @@ USER_ID = '75736572-2d62-656e-6368-000000000001'
 #: at filtering time; at 50,000 hosts the build alone takes about 30 s of CPU,
 #: and on a loaded benchmark machine the wall clock can pass 60 s, when every
 #: host would look down (NoValidHost). 300 s keeps the cloud's down hosts
-#: (last seen 600-3,600 s ago) down and its live ones up, whatever the load;
+#: (last seen 3,600-7,200 s ago) down and its live ones up, whatever the load;
 #: the comparison costs the same.
 SERVICE_DOWN_TIME = 300
 

@@ -188,7 +188,7 @@ def make_cloud(n_hosts: int, *, seed: int = 20261122,
                 u, f'{name}_pci_0000_3b_00_0', root_uuid, root_uuid,
                 {'VGPU': (16, 0, 1.0, rng.randrange(17))}, ['CUSTOM_NVIDIA_A10']))
         down = rng.random() < 0.005
-        last_seen = now - datetime.timedelta(seconds=rng.randrange(600, 3600) if down
+        last_seen = now - datetime.timedelta(seconds=rng.randrange(3600, 7200) if down
                                              else rng.randrange(0, 50))
         n_inst = max(0, int(vcpus * cpu_ratio * fill / 4))
         hosts.append(SyntheticHost(

@@ -40,6 +40,7 @@ import statistics
 import sys
 import threading
 import time
+import traceback
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable
@@ -632,9 +633,17 @@ def curve(rows: list[Row]) -> str:
 
 
 def run_all(sizes: list[int], opts: Options | None = None) -> list[Row]:
+    """Every size's rows; a size that fails is a failed row (the others still run)."""
     rows: list[Row] = []
     for n in sizes:
-        rows.extend(run(n, opts))
+        try:
+            rows.extend(run(n, opts))
+        except deploy.ServiceMissing:
+            raise
+        except Exception as e:  # noqa: BLE001 - one size lost, not the run
+            traceback.print_exc()
+            rows.append(Row('view: the run at this size', n, None, target='completes',
+                            passed=False, note=f'{type(e).__name__}: {str(e)[:300]}'))
     return rows
 
 

@@ -72,7 +72,7 @@ def why_not_exact(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) 
 
 
 def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
-             overlay: Overlay) -> list[int]:
+             overlay: Overlay) -> np.ndarray:
     """The providers (rows) that hold the whole request, in row order. Only for a
     query :func:`why_not_exact` accepts."""
     [group] = [g for g in query.groups if not g.is_empty()]
@@ -84,7 +84,7 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     for rc, amount in group.resources.items():
         inv = snapshot.inventories.get(rc)
         if inv is None:
-            return []
+            return np.zeros(0, dtype=np.intp)
         used = _used(snapshot, rc, inv.used, overlay)
         step = np.where(inv.step_size > 0, inv.step_size, 1)
         mask &= (inv.present
@@ -92,7 +92,7 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
                  & (inv.min_unit <= amount) & (inv.max_unit >= amount)
                  & (amount % step == 0))
         if not mask.any():
-            return []
+            return np.zeros(0, dtype=np.intp)
     for trait in group.required_traits | query.root_required:
         mask &= snapshot.with_trait(trait)
     for trait in group.forbidden_traits | query.root_forbidden:
@@ -101,7 +101,7 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         mask &= np.logical_or.reduce([snapshot.in_aggregate(a) for a in any_of])
     for aggregate in group.forbidden_aggregates:
         mask &= ~snapshot.in_aggregate(aggregate)
-    return np.flatnonzero(mask).tolist()
+    return np.flatnonzero(mask)
 
 
 def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
@@ -114,7 +114,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
     are spread over the cloud, not the same first few for every request.
     """
     [group] = [g for g in query.groups if not g.is_empty()]
-    rows = matching(snapshot, query, overlay)
+    rows = matching(snapshot, query, overlay).tolist()
     if query.limit is not None and len(rows) > query.limit:
         rows = sorted((rng or random).sample(rows, query.limit))
     uuids = snapshot.uuids

@@ -47,7 +47,7 @@ class SnapshotHosts:
     unnamed: frozenset[str]
     unresolved: frozenset[str]
 
-    def view(self, matching: Sequence[int], resources: Mapping[str, int],
+    def view(self, matching: np.ndarray, resources: Mapping[str, int],
              overlay: Overlay) -> HostView:
         """The hosts of the snapshot rows ``matching`` (roots), for one request asking
         ``resources`` from its root, with this worker's claims since the read."""
@@ -62,7 +62,7 @@ class SnapshotHosts:
                 continue
             for rc, amount in amounts.items():
                 table.column(rc, 'used')[row] += amount
-        rows = self.row_of[np.asarray(matching, dtype=np.intp)]
+        rows = self.row_of[matching]
         return HostView(table, rows[rows >= 0])
 
 

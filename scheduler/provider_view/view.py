@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from placement_client.query import AllocationCandidatesQuery
 from scheduler.exceptions import SchedulerError
 from scheduler.host_state import HostData
@@ -47,7 +49,7 @@ class Match:
     and this worker's claims since the snapshot was read."""
 
     snapshot: ProviderSnapshot
-    rows: list[int]
+    rows: np.ndarray
     resources: dict[str, int]
     overlay: Overlay
     tables: ViewTables
@@ -117,7 +119,7 @@ class ProviderView:
         if why is not None:
             return None, why
         rows = matching(snapshot, query, overlay)
-        if not rows:
+        if not len(rows):
             return None, NONE_FIT
         [group] = [g for g in query.groups if not g.is_empty()]
         return Match(snapshot, rows, dict(group.resources), overlay, self._tables), None
