@@ -33,6 +33,8 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0) -> int:
     """Serve until SIGTERM/SIGINT, then drain in-flight calls; returns the exit code."""
     from scheduler.service import SchedulerService  # after fork: own transport, threads
 
+    # Before any thread of the worker's starts (scheduler/memory/heap.py says why).
+    heap.limit_arenas()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -12,10 +12,12 @@ decides; at 1,000 candidates that is tens of thousands of small objects, at
   background thread after the reply has left, not between decision and answer
   (:mod:`.release`); the collector stays paused until they are gone.
 * :func:`release_free_memory` — once start-up is over, the C heap's free pages go
-  back to the system (:mod:`.heap`).
+  back to the system; :func:`limit_arenas` — a worker's threads share one malloc
+  arena instead of taking one each (:mod:`.heap`).
 """
 from scheduler.memory.gc_pause import pause, paused_gc, resume
-from scheduler.memory.heap import release_free_memory
+from scheduler.memory.heap import limit_arenas, release_free_memory
 from scheduler.memory.release import DeferredRelease
 
-__all__ = ['DeferredRelease', 'pause', 'paused_gc', 'release_free_memory', 'resume']
+__all__ = ['DeferredRelease', 'limit_arenas', 'pause', 'paused_gc', 'release_free_memory',
+           'resume']

@@ -1,4 +1,5 @@
-"""Handing the C heap's free memory back to the system.
+"""The C heap: how many arenas a worker's threads share, and handing free memory
+back to the system.
 
 Objects CPython frees go back to its allocators, which keep the memory for
 reuse: glibc's malloc returns only the free space at the very top of its heap,
@@ -7,19 +8,59 @@ the catalog's indexes) stay resident behind a few blocks that live on. glibc's
 ``malloc_trim(0)`` gives back every whole free page wherever it is (the blocks
 stay where they are; the pages are simply released and faulted in again if
 used). A worker calls :func:`release_free_memory` once its start-up is over
-(doc/performance.md); elsewhere than glibc (musl, macOS) it does nothing.
+(doc/performance.md).
+
+glibc also gives each thread that allocates its own arena (up to eight per
+core), and memory freed in one arena is reused only by the threads of that
+arena. oslo.messaging serves calls on a pool of threads, so every thread that
+ever served a request kept a heap as large as the largest request it served:
+measured on a worker deciding from the provider view at 50,000 providers, its
+resident size grew by about 4 MB a call, from 216 MB to 456 MB after 60
+sequential calls, where one arena stays at 231 MB. A worker therefore limits
+its threads to one arena (:func:`limit_arenas`) before it starts any; they mostly
+wait for each other on the GIL anyway. Elsewhere than glibc (musl, macOS) both
+do nothing.
 """
 from __future__ import annotations
 
 import ctypes
+import os
+from typing import Any
+
+#: glibc's mallopt parameter for the most arenas it creates (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+#: Arenas a worker's threads share. Two let the provider view's reader thread keep
+#: a heap of its own: 20 MB more at 50,000 providers (251 MB against 231 MB after
+#: 40 calls).
+WORKER_ARENAS = 1
+
+
+def _libc_function(name: str) -> Any:
+    try:
+        return getattr(ctypes.CDLL(None), name)  # the C library the process runs on
+    except (OSError, AttributeError):
+        return None
+
+
+def limit_arenas(arenas: int = WORKER_ARENAS) -> bool:
+    """At most ``arenas`` malloc arenas for this process's threads from now on; False
+    where that is not possible, or when the operator set ``MALLOC_ARENA_MAX``
+    (their setting stands)."""
+    if 'MALLOC_ARENA_MAX' in os.environ:
+        return False
+    mallopt = _libc_function('mallopt')
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 def release_free_memory() -> bool:
     """Give the C heap's free pages back to the system; False where that is not
     possible (a C library without ``malloc_trim``)."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # the C library the process runs on
-    except (OSError, AttributeError):
+    trim = _libc_function('malloc_trim')
+    if trim is None:
         return False
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int

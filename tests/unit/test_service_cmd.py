@@ -38,10 +38,12 @@ def test_an_operators_own_green_dns_setting_wins():
     assert _imported_by_the_entry_point(env)[0] == 'no'
 
 
-def test_a_worker_gives_start_ups_free_memory_back_before_taking_calls(monkeypatch):
+def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_before_calls(
+        monkeypatch):
     events: list[str] = []
     handlers = {}
     monkeypatch.setattr(cmd.signal, 'signal', lambda sig, handler: handlers.update({sig: handler}))
+    monkeypatch.setattr(heap, 'limit_arenas', lambda: events.append('arenas'))
     monkeypatch.setattr(heap, 'release_free_memory', lambda: events.append('release'))
 
     class Service:
@@ -62,4 +64,4 @@ def test_a_worker_gives_start_ups_free_memory_back_before_taking_calls(monkeypat
     monkeypatch.setattr('scheduler.service.SchedulerService', Service)
 
     assert cmd.run_worker(SimpleNamespace(graceful_shutdown_timeout=1)) == 0
-    assert events == ['built', 'release', 'start', 'stop']
+    assert events == ['arenas', 'built', 'release', 'start', 'stop']
