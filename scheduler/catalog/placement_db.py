@@ -13,7 +13,10 @@ request goes to Placement's API) and is logged, never guessed around.
 from __future__ import annotations
 
 import datetime
+import importlib
+import itertools
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,12 +129,7 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
                 return self._read_all(connection, marks)
 
     def _read_all(self, connection: Any, marks: Marks) -> ProviderSnapshot:
-        providers = _fetch(connection, PROVIDERS)
-        ids = np.array([r[0] for r in providers], dtype=np.int64)
-        uuids = [r[1] for r in providers]
-        generations = np.array([r[2] for r in providers], dtype=np.int64)
-        parents = np.array([-1 if r[3] is None else r[3] for r in providers], dtype=np.int64)
-        del providers
+        ids, uuids, generations, parents = _fetch_providers(connection)
         names = _Names(connection)
         return ProviderSnapshot.from_columns(
             ids, uuids, generations, parents,
@@ -210,7 +208,7 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
                     return found[:, 0][found[:, 1] != previous.generations[at]].tolist()
         # A write the shortcut did not see: compare every generation.
         self.generation_scans += 1
-        every = np.array(_fetch(connection, GENERATIONS), dtype=np.int64).reshape(-1, 2)
+        every = _fetch_columns(connection, GENERATIONS, 2)
         every = every[np.argsort(every[:, 0], kind='stable')]
         if not np.array_equal(every[:, 0], previous.ids):
             return None
@@ -233,9 +231,9 @@ def _bind_timestamp(connection: Any, value: datetime.datetime) -> Any:
 
 
 def _fetch(connection: Any, query: str) -> list[tuple]:
-    """Every row of ``query`` as plain tuples, through the driver's own cursor in the
-    connection's transaction (SQLAlchemy's row objects cost more than the query at
-    tens of thousands of rows)."""
+    """Every row of a small result as plain tuples, through the driver's own cursor
+    in the connection's transaction (SQLAlchemy's row objects cost more than the
+    query at tens of thousands of rows)."""
     cursor = connection.connection.cursor()
     try:
         cursor.execute(query)
@@ -244,21 +242,60 @@ def _fetch(connection: Any, query: str) -> list[tuple]:
         cursor.close()
 
 
-def _fetch_columns(connection: Any, query: str, width: int,
-                   dtype: Any = np.int64) -> np.ndarray:
-    """Every row of ``query`` (numbers only) as one array, ``FETCH_CHUNK`` rows of
-    Python objects at a time (300,000 trait rows at 50,000 providers)."""
-    cursor = connection.connection.cursor()
-    chunks = []
+def _chunks(connection: Any, query: str) -> Iterator[list[tuple]]:
+    """The rows of a large result, ``FETCH_CHUNK`` at a time, through a server-side
+    cursor where the driver has one: psycopg2 and PyMySQL otherwise receive the
+    whole result when the query is sent, and at 50,000 providers the driver's copy
+    of the inventories alone took 50 MB of a worker's peak."""
+    raw = connection.connection
+    driver = connection.dialect.driver
+    if driver == 'psycopg2':
+        cursor = raw.cursor(name=f'provider_view_{next(_CURSOR_NUMBERS)}')
+        cursor.itersize = FETCH_CHUNK
+    elif driver in ('pymysql', 'mysqldb'):
+        cursors = importlib.import_module(
+            'pymysql.cursors' if driver == 'pymysql' else 'MySQLdb.cursors')
+        cursor = raw.cursor(cursors.SSCursor)
+    else:
+        cursor = raw.cursor()   # SQLite's steps through the result as it is fetched
     try:
         cursor.execute(query)
         while True:
             rows = cursor.fetchmany(FETCH_CHUNK)
             if not rows:
-                break
-            chunks.append(np.array(rows, dtype=dtype).reshape(len(rows), width))
+                return
+            yield rows
     finally:
         cursor.close()
+
+
+#: Names of server-side cursors (unique within a connection's transaction).
+_CURSOR_NUMBERS = itertools.count()
+
+
+def _fetch_providers(connection: Any) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Every provider's id, uuid, generation and parent's id (-1 for none)."""
+    ids: list[np.ndarray] = []
+    generations: list[np.ndarray] = []
+    parents: list[np.ndarray] = []
+    uuids: list[str] = []
+    for rows in _chunks(connection, PROVIDERS):
+        ids.append(np.array([r[0] for r in rows], dtype=np.int64))
+        uuids.extend(r[1] for r in rows)
+        generations.append(np.array([r[2] for r in rows], dtype=np.int64))
+        parents.append(np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64))
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(ids) if ids else empty, uuids,
+            np.concatenate(generations) if generations else empty,
+            np.concatenate(parents) if parents else empty)
+
+
+def _fetch_columns(connection: Any, query: str, width: int,
+                   dtype: Any = np.int64) -> np.ndarray:
+    """Every row of ``query`` (numbers only) as one array, ``FETCH_CHUNK`` rows of
+    Python objects at a time (300,000 trait rows at 50,000 providers)."""
+    chunks = [np.array(rows, dtype=dtype).reshape(len(rows), width)
+              for rows in _chunks(connection, query)]
     return np.concatenate(chunks) if chunks else np.zeros((0, width), dtype=dtype)
 
 

@@ -86,7 +86,8 @@ class ViewTables:
                 return latest
             if (latest is not None and latest.catalog_version == version
                     and latest.snapshot.uuids is snapshot.uuids):
-                # The same providers (a read of what changed keeps its uuid list):
+                # The same providers (a read of what changed keeps its uuid list, and a
+                # whole read of the same providers takes the last one's):
                 # only capacity and usage moved.
                 capacity, used = _usage_columns(snapshot, latest.roots, latest.row_of)
                 hosts = SnapshotHosts(snapshot, version, latest.table.with_usage(capacity, used),

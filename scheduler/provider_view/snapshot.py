@@ -250,6 +250,20 @@ class ProviderSnapshot:
     def __len__(self) -> int:
         return len(self.uuids)
 
+    def sharing_providers_of(self, previous: ProviderSnapshot) -> ProviderSnapshot:
+        """This snapshot, holding ``previous``'s provider list, index and trees when it
+        has the same providers (a whole read of a cloud whose providers did not
+        change): what is kept per snapshot and per provider (the view's host table
+        above all) is then updated, not built again. Itself otherwise."""
+        if (len(self) != len(previous) or not np.array_equal(self.ids, previous.ids)
+                or not np.array_equal(self.parent_rows, previous.parent_rows)
+                or self.uuids != previous.uuids):
+            return self
+        self.uuids, self.index = previous.uuids, previous.index
+        self.parent_rows, self.roots = previous.parent_rows, previous.roots
+        self._trees, self.below_root = previous._trees, previous.below_root
+        return self
+
     # ---------------------------------------------------------------- building
     @classmethod
     def from_rows(cls, providers: Iterable[ProviderRow], inventories: Iterable[InventoryRow],

@@ -176,6 +176,8 @@ class ProviderView:
             snapshot = self._read_changes(None if whole else previous)
             if whole:
                 self._full_read_at = started
+                if previous is not None:
+                    snapshot = snapshot.sharing_providers_of(previous)
             return snapshot
 
     def _start_read_behind(self) -> None:

@@ -338,6 +338,36 @@ def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_
     assert view._tables.built == 2 and hosts[0].instances == {'i-1': {'uuid': 'i-1'}}
 
 
+def _hosts_after_a_second_whole_read(first: ProviderSnapshot, second: ProviderSnapshot,
+                                     catalog: HostCatalog):
+    """The hosts a request gets after the view read ``second`` whole, having read
+    ``first`` (whole too: full_read_interval 0); and the view's tables."""
+    now = [0.0]
+    view = ProviderView(Reads(first, second), max_age=1.0, full_read_interval=0.0,
+                        clock=lambda: now[0], read_behind=False)
+    view.match(vcpus(1))[0].hosts(catalog)
+    now[0] = 2.0
+    return view.match(vcpus(1))[0].hosts(catalog), view._tables
+
+
+def test_a_whole_read_of_the_same_providers_updates_the_shared_table_instead_of_building_it():
+    hosts, tables = _hosts_after_a_second_whole_read(
+        snapshot(('a', 8, 0), ('b', 8, 2)), snapshot(('a', 8, 5), ('b', 8, 2)),
+        catalog_of('a', 'b'))
+
+    assert [h.used['VCPU'] for h in hosts] == [5, 2]
+    assert (tables.built, tables.updated) == (1, 1)
+
+
+def test_a_whole_read_that_finds_other_providers_builds_the_table_again():
+    hosts, tables = _hosts_after_a_second_whole_read(
+        snapshot(('a', 8, 0), ('b', 8, 2)), snapshot(('a', 8, 0), ('c', 8, 1)),
+        catalog_of('a', 'b', 'c'))
+
+    assert {h.uuid for h in hosts} == {uuid_for('a'), uuid_for('c')}
+    assert (tables.built, tables.updated) == (2, 0)
+
+
 class _ComputeApi:
     """A host source that knows some compute nodes the hosts file does not yet."""
 

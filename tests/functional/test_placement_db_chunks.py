@@ -1,0 +1,69 @@
+"""The provider view's large reads come a chunk at a time from each real driver.
+
+At 50,000 providers the drivers' own copy of a whole result (psycopg2 and PyMySQL
+receive all of it when the query is sent) was most of a worker's peak, so the
+reader (scheduler/catalog/placement_db.py) asks for a server-side cursor. These
+tests read a table of the REAL MariaDB and PostgreSQL of this machine through a
+read-only connection, as the reader does.
+"""
+from __future__ import annotations
+
+import pytest
+
+from scheduler.catalog import placement_db
+from scheduler.catalog.readonly_db import ReadOnlyDatabase
+from scheduler.provider_view.view import ProviderViewError
+
+ROWS = 10
+_INSERT = ('INSERT INTO compute_nodes (host, uuid, vcpus, memory_mb, local_gb, vcpus_used, '
+           'memory_mb_used, local_gb_used, hypervisor_type, hypervisor_version, cpu_info) '
+           "VALUES (%s, %s, %s, 1024, 10, 0, 0, 0, 'QEMU', 1, '{}')")
+
+
+def _filled(cell) -> ReadOnlyDatabase:
+    """``cell`` with ROWS compute nodes (vcpus 0..ROWS-1), opened as the reader does."""
+    connection = cell.connect()     # autocommit
+    try:
+        cursor = connection.cursor()
+        for i in range(ROWS):
+            cursor.execute(_INSERT, (f'host{i}', f'00000000-0000-0000-0000-{i:012d}', i))
+    finally:
+        connection.close()
+    return ReadOnlyDatabase(cell.reader_url, option='[test] connection', error=ProviderViewError)
+
+
+@pytest.fixture(params=['mariadb_cell', 'postgres_cell'])
+def reader(request):
+    reader = _filled(request.getfixturevalue(request.param))
+    yield reader
+    reader.close()
+
+
+def test_a_large_result_arrives_in_chunks_with_every_row_once(reader, monkeypatch):
+    monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
+
+    with reader.connect() as connection, connection.begin():
+        chunks = list(placement_db._chunks(connection, 'SELECT vcpus FROM compute_nodes'))
+        columns = placement_db._fetch_columns(connection, 'SELECT id, vcpus FROM compute_nodes',
+                                              2)
+
+    assert [len(c) for c in chunks] == [3, 3, 3, 1]
+    assert sorted(r[0] for c in chunks for r in c) == list(range(ROWS))
+    assert sorted(columns[:, 1].tolist()) == list(range(ROWS))
+
+
+def test_on_postgresql_the_rows_stay_on_the_server_until_they_are_fetched(postgres_cell,
+                                                                           monkeypatch):
+    reader = _filled(postgres_cell)
+    monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
+
+    with reader.connect() as connection, connection.begin():
+        chunks = placement_db._chunks(connection, 'SELECT vcpus FROM compute_nodes')
+        next(chunks)
+        open_cursors = connection.exec_driver_sql(
+            'SELECT name, is_holdable FROM pg_cursors').all()
+        rest = list(chunks)
+
+    reader.close()
+    assert [name for name, _ in open_cursors if name.startswith('provider_view_')]
+    assert sum(len(c) for c in rest) == ROWS - 3
