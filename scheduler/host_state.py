@@ -88,6 +88,11 @@ class HostData(Protocol):
         """A value that changes whenever anything :meth:`host_rows` returns may have
         changed."""
 
+    def changed_hosts_since(self, version: object) -> set[str] | None:
+        """The service hosts whose :meth:`host_rows` may have changed since
+        :meth:`versions` returned ``version``; None when more than named hosts may
+        have."""
+
     def host_rows(self, provider_uuids: Sequence[str]
                   ) -> list[tuple[HostRecord, tuple[Aggregate, ...], tuple[str, ...], bool]]:
         """Per root provider, in order: its record, its aggregates, the uuids of its

@@ -151,6 +151,11 @@ COLUMNS: tuple[Column, ...] = (
 CONSUMED_COLUMNS = tuple(c for c in COLUMNS if c.consumed)
 
 
+def record_values(record: HostRecord) -> tuple[Any, ...]:
+    """The record's :data:`COLUMNS` values, in order."""
+    return tuple(column.of_record(record) for column in COLUMNS)
+
+
 class _RecordRef(weakref.ref):
     __slots__ = ('key',)
     key: int
@@ -176,7 +181,7 @@ class RecordValues:
         if entry is not None:
             return entry[1]
         # Concurrent requests may both derive it; they derive the same values.
-        values = tuple(column.of_record(record) for column in COLUMNS)
+        values = record_values(record)
         ref = _RecordRef(record, self._forget_ref)
         ref.key = id(record)
         self._values[ref.key] = (ref, values)
@@ -328,17 +333,23 @@ class HostTable:
         table._trees = trees
         table._requests = []
         table._summaries = {}
-        table._fill_from_catalog(catalog, capacity, used)
+        # Kept from request to request by its owner, such a table derives each
+        # record's values once anyway: through the shared cache, every host of the
+        # cloud would also stay in it (18 MB at 50,000 hosts).
+        table._fill_from_catalog(catalog, capacity, used, values_of=record_values)
         return table
 
     def _fill_from_catalog(self, catalog: HostData,
                            capacity: Mapping[str, Sequence[int] | np.ndarray],
-                           used: Mapping[str, Sequence[int] | np.ndarray]) -> None:
-        """Every column, the roots' catalog rows read under one lock."""
+                           used: Mapping[str, Sequence[int] | np.ndarray], *,
+                           values_of: Callable[[HostRecord], tuple[Any, ...]] | None = None
+                           ) -> None:
+        """Every column, the roots' catalog rows read under one lock; each record's
+        :data:`COLUMNS` values from ``values_of`` (the shared cache by default)."""
         rows = catalog.host_rows(self.roots)
         records = [r[0] for r in rows]
         self._fill(capacity, used, records, [r[1] for r in rows], [r[2] for r in rows],
-                   [r[3] for r in rows], list(map(self.record_values, records)))
+                   [r[3] for r in rows], list(map(values_of or self.record_values, records)))
         self.num_instances = np.maximum(
             np.array([len(inst) for inst in self.instances], dtype=np.int64),
             self.num_instances)
@@ -397,25 +408,32 @@ class HostTable:
             setattr(self, column.name, list(column_values) if column.dtype is None
                     else np.array(column_values, dtype=column.dtype))
         # Distinct supported_instances lists, and each row's.
-        codes: dict[tuple, int] = {}
-        by_identity: dict[int, int] = {}  # the catalog shares equal lists between hosts
         self.supported_values = []
+        self._supported_codes: dict[tuple, int] = {}
+        by_identity: dict[int, int] = {}  # the catalog shares equal lists between hosts
         supported_codes = []
         for value in self.supported_instances:
             code = by_identity.get(id(value))
             if code is None:
-                key = tuple(tuple(e) if isinstance(e, (list, tuple)) else e
-                            for e in value or ())
-                code = codes.get(key)
-                if code is None:
-                    code = codes[key] = len(self.supported_values)
-                    self.supported_values.append(value)
-                by_identity[id(value)] = code
+                code = by_identity[id(value)] = self._supported_code(value)
             supported_codes.append(code)
         self.supported_codes = np.array(supported_codes, dtype=np.intp)
-        # Aggregates -> rows, for per-aggregate weight multipliers.
+        self._index_aggregates()
+        self._instance_rows: dict[str, list[int]] | None = None
+
+    def _supported_code(self, value: Any) -> int:
+        """The code of a supported_instances list (a new one for a new list)."""
+        key = tuple(tuple(e) if isinstance(e, (list, tuple)) else e for e in value or ())
+        code = self._supported_codes.get(key)
+        if code is None:
+            code = self._supported_codes[key] = len(self.supported_values)
+            self.supported_values.append(value)
+        return code
+
+    def _index_aggregates(self) -> None:
+        """Aggregates -> rows, for per-aggregate weight multipliers."""
         aggregate_rows: dict[str, tuple[Aggregate, list[int]]] = {}
-        for row, host_aggregates in enumerate(aggregates):
+        for row, host_aggregates in enumerate(self.aggregates):
             for aggregate in host_aggregates:
                 entry = aggregate_rows.get(aggregate.uuid)
                 if entry is None:
@@ -426,7 +444,36 @@ class HostTable:
             (aggregate, np.array(rows_of, dtype=np.intp))
             for aggregate, rows_of in aggregate_rows.values() if aggregate.metadata]
         self._multipliers: dict[tuple[str, float], np.ndarray | None] = {}
-        self._instance_rows: dict[str, list[int]] | None = None
+
+    def with_rows(self, rows: Sequence[int], catalog: HostData) -> HostTable:
+        """This table with ``rows`` read again from ``catalog`` (what the catalog says
+        of their hosts changed: instances, service state), everything else shared.
+        Equal to a table built afresh from the catalog as it is now."""
+        table = self._copy()
+        found = catalog.host_rows([self.roots[row] for row in rows])
+        table.records, table.aggregates = list(self.records), list(self.aggregates)
+        table.instances = list(self.instances)
+        table.instance_info_known = list(self.instance_info_known)
+        for column in COLUMNS:
+            values = getattr(self, column.name)
+            setattr(table, column.name, list(values) if column.dtype is None else values.copy())
+        table.supported_values = list(self.supported_values)
+        table._supported_codes = dict(self._supported_codes)
+        table.supported_codes = self.supported_codes.copy()
+        aggregates_moved = False
+        for row, (record, aggregates, instances, known) in zip(rows, found, strict=True):
+            table.records[row] = record
+            aggregates_moved = aggregates_moved or aggregates != table.aggregates[row]
+            table.aggregates[row] = aggregates
+            table.instances[row] = instances
+            table.instance_info_known[row] = known
+            for column, value in zip(COLUMNS, record_values(record), strict=True):
+                getattr(table, column.name)[row] = value
+            table.num_instances[row] = max(len(instances), int(table.num_instances[row]))
+            table.supported_codes[row] = table._supported_code(table.supported_instances[row])
+        if aggregates_moved:
+            table._index_aggregates()
+        return table
 
     def __len__(self) -> int:
         return len(self.roots)

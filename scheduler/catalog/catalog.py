@@ -44,6 +44,7 @@ replaces them).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
@@ -105,6 +106,10 @@ class _CellDbLayer:
         return self.by_nodename.get(nodename)
 
 
+#: Changes to named hosts the catalog remembers for changed_hosts_since().
+CHANGE_LOG = 100_000
+
+
 class HostCatalog:
     def __init__(self, *, default_cell_uuid: str, default_availability_zone: str = 'nova'):
         try:
@@ -114,8 +119,18 @@ class HostCatalog:
                 f'default cell uuid must be a UUID, got {default_cell_uuid!r}') from None
         self._default_availability_zone = default_availability_zone
         self._lock = threading.Lock()
-        # Moves on every change of what host_rows() returns (see versions()).
+        # Moves on every change of what host_rows() returns (see versions()); the
+        # changes confined to named service hosts (instance lists, service states)
+        # are logged, so that a table kept across requests re-reads only their rows
+        # (changed_hosts_since()). Nova's computes send their instance lists every
+        # two minutes each: at 10,000 hosts, 80 changes a second.
         self._version = 0
+        self._changes: collections.deque[tuple[int, str]] = collections.deque(
+            maxlen=CHANGE_LOG)
+        # The latest version that changed more than named hosts, and the latest
+        # whose logged changes are no longer all kept.
+        self._wide_change = 0
+        self._forgotten = 0
         self._file = _FileLayer(HostsFileContent(), None)
         # Aggregates as the casts left them, and uuids of aggregates deleted by a cast.
         self._cast_aggregates: dict[str, Aggregate] = {}
@@ -154,7 +169,7 @@ class HostCatalog:
         """Replace the file layer with ``content`` (a parsed hosts file from ``source``)."""
         layer = _FileLayer(content, source)
         with self._lock:
-            self._version += 1
+            self._changed()
             self._file = layer
             self._resolved = {}
             self._rebuild_aggregates()
@@ -204,6 +219,32 @@ class HostCatalog:
         with self._lock:
             return self._version
 
+    def changed_hosts_since(self, version: object) -> set[str] | None:
+        """The service hosts whose :meth:`host_rows` may have changed since
+        :meth:`versions` returned ``version``; None when more than named hosts may
+        have (a file, a snapshot, aggregates, names), or when that is too long ago."""
+        with self._lock:
+            if (not isinstance(version, int) or version > self._version
+                    or version < max(self._wide_change, self._forgotten)):
+                return None
+            hosts = set()
+            for changed_at, host in reversed(self._changes):
+                if changed_at <= version:
+                    break
+                hosts.add(host)
+            return hosts
+
+    def _changed(self, hosts: Iterable[str] | None = None) -> None:
+        """Under the lock: a new version, which changed ``hosts``' rows (None: any)."""
+        self._version += 1
+        if hosts is None:
+            self._wide_change = self._version
+            return
+        for host in hosts:
+            if len(self._changes) == self._changes.maxlen:
+                self._forgotten = self._changes[0][0]
+            self._changes.append((self._version, host))
+
     def provider_name(self, provider_uuid: str) -> str | None:
         with self._lock:
             name = self._provider_names.get(provider_uuid)
@@ -219,9 +260,9 @@ class HostCatalog:
     def remember_provider_names(self, names: Mapping[str, str]) -> None:
         """Learn provider uuid -> name pairs from Placement."""
         with self._lock:
-            self._version += 1
             known = self._provider_names
             if any(known.get(uuid) != name for uuid, name in names.items()):
+                self._changed()
                 known.update(names)
                 self._resolved = {}
 
@@ -249,7 +290,7 @@ class HostCatalog:
         if not found:
             return
         with self._lock:
-            self._version += 1
+            self._changed()
             snapshot = self._nova.snapshot
             known = {h.provider_uuid for h in found}
             merged = tuple(h for h in snapshot.hypervisors if h.provider_uuid not in known)
@@ -268,7 +309,7 @@ class HostCatalog:
         if not found:
             return
         with self._lock:
-            self._version += 1
+            self._changed()
             before = self._cell_db.by_provider
             self._cell_db = _CellDbLayer({**before, **{n.provider_uuid: n for n in found}}
                                          .values())
@@ -347,7 +388,7 @@ class HostCatalog:
             aggregates = [aggregates]
         copies = [_copy_aggregate(a) for a in aggregates]
         with self._lock:
-            self._version += 1
+            self._changed()
             for aggregate in copies:
                 self._cast_seq += 1
                 self._cast_seq_by_uuid[aggregate.uuid] = self._cast_seq
@@ -359,7 +400,7 @@ class HostCatalog:
     def delete_aggregate(self, aggregate: Aggregate) -> None:
         aggregate = _copy_aggregate(aggregate)
         with self._lock:
-            self._version += 1
+            self._changed()
             self._cast_seq += 1
             self._cast_seq_by_uuid[aggregate.uuid] = self._cast_seq
             self._cast_aggregates.pop(aggregate.uuid, None)
@@ -376,7 +417,7 @@ class HostCatalog:
         sync_instance_info (nova-compute sends one every 120 s by default).
         """
         with self._lock:
-            self._version += 1
+            self._changed([host])
             known = self._instances.get(host)
             if known is None:
                 self._instances[host] = dict.fromkeys(instance_uuids)
@@ -387,7 +428,7 @@ class HostCatalog:
         """An instance left ``host``. Unknown host: nothing is known to remove (Nova
         would re-read the database); the host stays unknown until a list arrives."""
         with self._lock:
-            self._version += 1
+            self._changed([host])
             known = self._instances.get(host)
             if known is not None:
                 known.pop(instance_uuid, None)
@@ -397,7 +438,7 @@ class HostCatalog:
         matches and re-reads the database when it does not; the compute host's own
         list is what that read would return, so it replaces ours."""
         with self._lock:
-            self._version += 1
+            self._changed([host])
             self._instances[host] = dict.fromkeys(instance_uuids)
 
     # Nova compute API sync -------------------------------------------------------------
@@ -414,7 +455,7 @@ class HostCatalog:
         on top of it. Deletions by cast always stay (see the module docstring).
         """
         with self._lock:
-            self._version += 1
+            self._changed()
             for agg_uuid in [u for u in self._cast_aggregates
                              if self._cast_seq_by_uuid.get(u, 0) <= cast_mark]:
                 del self._cast_aggregates[agg_uuid]
@@ -444,7 +485,6 @@ class HostCatalog:
         changes none leaves the catalog as it is.
         """
         with self._lock:
-            self._version += 1
             snapshot = self._nova.snapshot
             old = snapshot.services
             changed = {host for host in old.keys() | services.keys()
@@ -453,6 +493,7 @@ class HostCatalog:
                            and _service_fields(old[host]) != _service_fields(services[host]))}
             if not changed and snapshot.unknown_services == tuple(unknown):
                 return
+            self._changed(changed if snapshot.unknown_services == tuple(unknown) else None)
             self._nova = _NovaLayer(dataclasses.replace(
                 snapshot, services=dict(services), unknown_services=tuple(unknown)),
                 self._nova.applied)
@@ -467,7 +508,7 @@ class HostCatalog:
         """Replace what the cell databases said (every cell's last good read), atomically."""
         layer = _CellDbLayer(nodes)
         with self._lock:
-            self._version += 1
+            self._changed()
             self._cell_db = layer
             self._resolved = {}
         LOG.debug('cell database nodes applied: %d', len(layer.by_provider))

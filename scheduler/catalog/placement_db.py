@@ -135,8 +135,8 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
             ids, uuids, generations, parents,
             inventories=names.classes(_fetch_columns(connection, INVENTORIES, 8, np.float64)),
             usages=names.classes(_fetch_columns(connection, USAGES + USAGES_GROUPING, 3)),
-            traits=names.traits(_fetch_columns(connection, TRAITS, 2)),
-            aggregates=names.aggregates(_fetch_columns(connection, AGGREGATES, 2)),
+            traits=names.traits(_fetch_columns(connection, TRAITS, 2, np.int32)),
+            aggregates=names.aggregates(_fetch_columns(connection, AGGREGATES, 2, np.int32)),
             marks=marks)
 
     def _marks(self, connection: Any, sqlalchemy: Any,
@@ -292,11 +292,21 @@ def _fetch_providers(connection: Any) -> tuple[np.ndarray, list[str], np.ndarray
 
 def _fetch_columns(connection: Any, query: str, width: int,
                    dtype: Any = np.int64) -> np.ndarray:
-    """Every row of ``query`` (numbers only) as one array, ``FETCH_CHUNK`` rows of
-    Python objects at a time (300,000 trait rows at 50,000 providers)."""
-    chunks = [np.array(rows, dtype=dtype).reshape(len(rows), width)
-              for rows in _chunks(connection, query)]
-    return np.concatenate(chunks) if chunks else np.zeros((0, width), dtype=dtype)
+    """Every row of ``query`` (numbers only) as one array, filled ``FETCH_CHUNK`` rows
+    at a time: counted first, so that the rows (300,000 traits, 170,000 inventories
+    at 50,000 providers) are never held twice, as chunks and as their concatenation.
+    The transaction is repeatable-read, so the count is the number of rows."""
+    [(count,)] = _fetch(connection, f'SELECT COUNT(*) FROM ({query}) counted')
+    rows = np.empty((int(count), width), dtype=dtype)
+    filled = 0
+    for chunk in _chunks(connection, query):
+        values = np.array(chunk, dtype=dtype).reshape(len(chunk), width)
+        if filled + len(values) > len(rows):    # only if the count was not the rows'
+            rows = np.concatenate([rows[:filled], values])
+        else:
+            rows[filled:filled + len(values)] = values
+        filled += len(values)
+    return rows[:filled]
 
 
 class _Names:
@@ -324,8 +334,10 @@ class _Names:
 
 
 def _keyed(rows: np.ndarray, names: dict[int, str]) -> Keyed:
-    """(provider id, name id, values...) rows as columns."""
-    return Keyed(rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), names, rows[:, 2:])
+    """(provider id, name id, values...) rows as columns (ids as integers, without a
+    copy when they are already)."""
+    ids = rows[:, :2] if rows.dtype.kind == 'i' else rows[:, :2].astype(np.int64)
+    return Keyed(ids[:, 0], ids[:, 1], names, rows[:, 2:])
 
 
 def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:

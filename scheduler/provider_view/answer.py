@@ -37,7 +37,7 @@ import numpy as np
 
 from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
-from scheduler.provider_view.snapshot import ProviderSnapshot
+from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
 
 #: Reasons a query goes to Placement (metric label values).
 GRANULAR = 'granular groups'
@@ -85,12 +85,14 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         inv = snapshot.inventories.get(rc)
         if inv is None:
             return np.zeros(0, dtype=np.intp)
-        used = _used(snapshot, rc, inv.used, overlay)
+        used = _used(snapshot, rc, inv, overlay)
         step = np.where(inv.step_size > 0, inv.step_size, 1)
-        mask &= (inv.present
-                 & (used + amount <= snapshot.limit(rc))
-                 & (inv.min_unit <= amount) & (inv.max_unit >= amount)
-                 & (amount % step == 0))
+        fits = ((used + amount <= inv.limit)
+                & (inv.min_unit <= amount) & (inv.max_unit >= amount)
+                & (amount % step == 0))
+        holds = np.zeros(n, dtype=bool)
+        holds[inv.rows[fits]] = True
+        mask &= holds
         if not mask.any():
             return np.zeros(0, dtype=np.intp)
     for trait in group.required_traits | query.root_required:
@@ -135,10 +137,10 @@ def summaries(snapshot: ProviderSnapshot, roots: list[int],
     uuids = snapshot.uuids
     classes = []
     for rc, inv in snapshot.inventories.items():
-        present = inv.present[at]
+        positions, present = inv.locate(at)
         if present.any():
-            classes.append((rc, present.tolist(), snapshot.capacity(rc)[at].tolist(),
-                            inv.used[at].tolist()))
+            classes.append((rc, present.tolist(), inv.capacity[positions].tolist(),
+                            inv.used[positions].tolist()))
     roots_of = snapshot.roots[at].tolist()
     traits = snapshot.traits
     result: dict[str, dict[str, Any]] = {}
@@ -158,23 +160,28 @@ def provider_summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> 
     """One provider's summary, as :func:`summaries` gives it."""
     rp = snapshot.uuids[row]
     claimed = overlay.get(rp) or {}
-    return {'resources': {rc: {'capacity': int(snapshot.capacity(rc)[row]),
-                               'used': int(inv.used[row]) + claimed.get(rc, 0)}
-                          for rc, inv in snapshot.inventories.items() if inv.present[row]},
+    resources = {}
+    for rc, inv in snapshot.inventories.items():
+        at = inv.position(row)
+        if at is not None:
+            resources[rc] = {'capacity': int(inv.capacity[at]),
+                             'used': int(inv.used[at]) + claimed.get(rc, 0)}
+    return {'resources': resources,
             'traits': list(snapshot.traits.of(row)),
             'parent_provider_uuid': snapshot.parent_uuid(row),
             'root_provider_uuid': snapshot.uuids[int(snapshot.roots[row])]}
 
 
-def _used(snapshot: ProviderSnapshot, rc: str, used: np.ndarray,
+def _used(snapshot: ProviderSnapshot, rc: str, inv: Inventory,
           overlay: Overlay) -> np.ndarray:
-    if not overlay:
-        return used
+    """``inv``'s usage with this worker's claims since the read added."""
     rows = [(snapshot.index[rp], amounts[rc]) for rp, amounts in overlay.items()
             if rc in amounts and rp in snapshot.index]
     if not rows:
-        return used
-    used = used.copy()
+        return inv.used
+    used = inv.used.copy()
     for row, amount in rows:
-        used[row] += amount
+        at = inv.position(row)
+        if at is not None:
+            used[at] += amount
     return used

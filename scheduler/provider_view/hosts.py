@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,26 @@ class SnapshotHosts:
     #: the two questions cost more than the decision)
     unnamed: frozenset[str]
     unresolved: frozenset[str]
+    #: service host -> its table rows (an Ironic host has many nodes)
+    rows_of_host: Mapping[str, list[int]]
+
+    def updated(self, snapshot: ProviderSnapshot, catalog: HostData,
+                version: object) -> SnapshotHosts | None:
+        """These hosts with ``snapshot``'s capacity and usage (the same providers) and
+        the rows of the hosts the catalog changed since this table's version read
+        again; None when the catalog changed more than named hosts."""
+        table = self.table
+        if version != self.catalog_version:
+            changed = catalog.changed_hosts_since(self.catalog_version)
+            if changed is None:
+                return None
+            rows = sorted(row for host in changed for row in self.rows_of_host.get(host, ()))
+            if rows:
+                table = table.with_rows(rows, catalog)
+        if snapshot is not self.snapshot:
+            table = table.with_usage(*_usage_columns(snapshot, self.roots, self.row_of))
+        return replace(self, snapshot=snapshot, catalog_version=version,
+                                   table=table)
 
     def view(self, matching: np.ndarray, resources: Mapping[str, int],
              overlay: Overlay) -> HostView:
@@ -84,19 +104,17 @@ class ViewTables:
             if latest is not None and latest.snapshot is snapshot \
                     and latest.catalog_version == version:
                 return latest
-            if (latest is not None and latest.catalog_version == version
-                    and latest.snapshot.uuids is snapshot.uuids):
-                # The same providers (a read of what changed keeps its uuid list, and a
-                # whole read of the same providers takes the last one's):
-                # only capacity and usage moved.
-                capacity, used = _usage_columns(snapshot, latest.roots, latest.row_of)
-                hosts = SnapshotHosts(snapshot, version, latest.table.with_usage(capacity, used),
-                                      latest.roots, latest.row_of, latest.unnamed,
-                                      latest.unresolved)
-                self.updated += 1
-            else:
+            hosts = None
+            # The same providers (a read of what changed keeps its uuid list, and a
+            # whole read of the same providers takes the last one's): only capacity
+            # and usage moved, and the catalog's rows of a few hosts, if any.
+            if latest is not None and latest.snapshot.uuids is snapshot.uuids:
+                hosts = latest.updated(snapshot, catalog, version)
+            if hosts is None:
                 hosts = _build(snapshot, catalog, version, default_availability_zone)
                 self.built += 1
+            else:
+                self.updated += 1
             self._latest = hosts
             return hosts
 
@@ -115,9 +133,12 @@ def _build(snapshot: ProviderSnapshot, catalog: HostData, version: object,
     table = HostTable.from_columns(
         root_uuids, capacity, used, catalog,
         trees=_Trees(snapshot, roots), default_availability_zone=default_availability_zone)
+    rows_of_host: dict[str, list[int]] = {}
+    for row, host in enumerate(table.host_names):
+        rows_of_host.setdefault(host, []).append(row)
     return SnapshotHosts(snapshot, version, table, roots, row_of,
                          frozenset(catalog.unknown_provider_uuids(root_uuids)),
-                         frozenset(catalog.unresolved_providers(root_uuids)))
+                         frozenset(catalog.unresolved_providers(root_uuids)), rows_of_host)
 
 
 def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.ndarray
@@ -125,17 +146,16 @@ def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.nda
     """Capacity and usage per class, summed over each table row's tree."""
     capacity: dict[str, np.ndarray] = {}
     used: dict[str, np.ndarray] = {}
-    if not snapshot.nested:
-        for rc, inv in snapshot.inventories.items():
-            capacity[rc] = np.where(inv.present, snapshot.capacity(rc), 0)[roots]
-            used[rc] = np.where(inv.present, inv.used, 0)[roots]
-        return capacity, used
-    members = np.flatnonzero(row_of >= 0)
     for rc, inv in snapshot.inventories.items():
-        present = members[inv.present[members]]
-        for columns, values in ((capacity, snapshot.capacity(rc)), (used, inv.used)):
+        rows = row_of[inv.rows]
+        counted = rows >= 0         # not a sharing provider's
+        rows = rows[counted]
+        for columns, values in ((capacity, inv.capacity), (used, inv.used)):
             column = np.zeros(len(roots), dtype=np.int64)
-            np.add.at(column, row_of[present], values[present])
+            if snapshot.nested:
+                np.add.at(column, rows, values[counted])
+            else:
+                column[rows] = values[counted]
             columns[rc] = column
     return capacity, used
 

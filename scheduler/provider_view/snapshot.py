@@ -5,11 +5,14 @@ or from the previous one and the rows of the providers that changed since
 (:meth:`ProviderSnapshot.with_changes`): a worker reads the whole cloud once,
 then only what moved. Few Python objects per provider: a uuid, a row in each
 column, and an index into the distinct trait sets and aggregate sets (a cloud
-has few distinct ones), so that 50,000 providers stay a few megabytes and a
-new snapshot gives the garbage collector little to walk.
+has few distinct ones). A resource class is kept only for the providers that
+have an inventory of it (most classes besides VCPU, MEMORY_MB and DISK_GB are
+held by a few children), in Placement's own 32-bit integers: 50,000 providers
+take about 15 MB, and a new snapshot gives the garbage collector little to walk.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,41 +27,66 @@ InventoryRow = tuple[int, str, int, int, int, int, int, float]
 UsageRow = tuple[int, str, int]
 NameRow = tuple[int, str]
 
+#: Placement's inventory columns are 32-bit integers (``sa.Integer``) on every backend.
+_INT = np.int32
+
 
 @dataclass(frozen=True)
 class Inventory:
-    """One resource class over every provider (row = provider), as Placement stores it."""
+    """One resource class: the providers (snapshot rows, ascending) that have an
+    inventory of it and, aligned with them, the inventory as Placement stores it
+    and the sum of the allocations against it."""
 
-    present: np.ndarray     # bool: the provider has an inventory of this class
+    rows: np.ndarray
     total: np.ndarray
     reserved: np.ndarray
     min_unit: np.ndarray
     max_unit: np.ndarray
     step_size: np.ndarray
     allocation_ratio: np.ndarray   # float64
-    used: np.ndarray        # the sum of the allocations against it
+    used: np.ndarray               # int64: a sum of allocations
 
     @classmethod
-    def empty(cls, n: int) -> Inventory:
-        ints = np.zeros((6, n), dtype=np.int64)
-        return cls(np.zeros(n, dtype=bool), ints[0], ints[1], ints[2], ints[3], ints[4],
-                   np.zeros(n, dtype=np.float64), ints[5])
+    def of_rows(cls, rows: np.ndarray, values: np.ndarray) -> Inventory:
+        """From provider rows and their (total, reserved, min_unit, max_unit,
+        step_size, allocation_ratio), in any order; nothing used yet."""
+        order = np.argsort(rows, kind='stable')
+        values = values[order]
+        ints = values[:, :5].astype(_INT)
+        return cls(rows[order].astype(np.intp), ints[:, 0].copy(), ints[:, 1].copy(),
+                   ints[:, 2].copy(), ints[:, 3].copy(), ints[:, 4].copy(),
+                   values[:, 5].astype(np.float64), np.zeros(len(rows), dtype=np.int64))
 
-    @property
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @functools.cached_property
     def capacity(self) -> np.ndarray:
         """What Placement's provider summary says: ``int((total - reserved) * ratio)``."""
-        return ((self.total - self.reserved) * self.allocation_ratio).astype(np.int64)
+        return self.limit.astype(np.int64)
 
-    @property
+    @functools.cached_property
     def limit(self) -> np.ndarray:
         """What a claim may fill up to, unrounded (Placement's capacity check)."""
-        return (self.total - self.reserved) * self.allocation_ratio
+        return (self.total.astype(np.int64) - self.reserved) * self.allocation_ratio
 
+    def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``rows``: its position here, and whether it has an inventory of
+        this class (the position means nothing where it has not)."""
+        at = np.searchsorted(self.rows, rows)
+        at = np.minimum(at, max(len(self.rows) - 1, 0))
+        present = (self.rows[at] == rows) if len(self.rows) else np.zeros(len(rows), bool)
+        return at, present
 
-_INVENTORY_FIELDS = ('present', 'total', 'reserved', 'min_unit', 'max_unit', 'step_size',
-                     'allocation_ratio', 'used')
-#: What an inventory write changes (``used`` changes with allocations).
-_STATIC_FIELDS = _INVENTORY_FIELDS[:-1]
+    def position(self, row: int) -> int | None:
+        """Where provider ``row`` is here; None when it has no inventory of this class."""
+        at = int(np.searchsorted(self.rows, row))
+        return at if at < len(self.rows) and self.rows[at] == row else None
+
+    def static_values(self) -> tuple[np.ndarray, ...]:
+        """Everything but ``used``: what an inventory write changes."""
+        return (self.rows, self.total, self.reserved, self.min_unit, self.max_unit,
+                self.step_size, self.allocation_ratio)
 
 
 @dataclass(frozen=True)
@@ -209,27 +237,23 @@ class ProviderSnapshot:
         self.nested = bool(self._trees)
 
     def _classes(self) -> None:
-        self._limits: dict[str, np.ndarray] = {}
-        self._capacities: dict[str, np.ndarray] = {}
         sharing = self.traits.column(SHARING_TRAIT)
         self.nested_classes = {rc for rc, inv in self.inventories.items()
-                               if (inv.present & self.below_root).any()}
+                               if self.below_root[inv.rows].any()}
         self.shared_classes = {rc for rc, inv in self.inventories.items()
-                               if (inv.present & sharing).any()}
+                               if sharing[inv.rows].any()}
 
-    def limit(self, rc: str) -> np.ndarray:
-        """:attr:`Inventory.limit` of ``rc``, computed once per snapshot."""
-        limit = self._limits.get(rc)
-        if limit is None:
-            limit = self._limits[rc] = self.inventories[rc].limit
-        return limit
-
-    def capacity(self, rc: str) -> np.ndarray:
-        """:attr:`Inventory.capacity` of ``rc``, computed once per snapshot."""
-        capacity = self._capacities.get(rc)
-        if capacity is None:
-            capacity = self._capacities[rc] = self.inventories[rc].capacity
-        return capacity
+    def inventory_of(self, row: int) -> dict[str, tuple[int, int, int, int, int, float, int]]:
+        """Provider ``row``'s inventories: per class (total, reserved, min_unit,
+        max_unit, step_size, allocation_ratio, used)."""
+        found = {}
+        for rc, inv in self.inventories.items():
+            at = inv.position(row)
+            if at is not None:
+                found[rc] = (int(inv.total[at]), int(inv.reserved[at]), int(inv.min_unit[at]),
+                             int(inv.max_unit[at]), int(inv.step_size[at]),
+                             float(inv.allocation_ratio[at]), int(inv.used[at]))
+        return found
 
     def tree(self, root: int) -> list[int]:
         """The rows of ``root``'s tree, in row order."""
@@ -298,15 +322,12 @@ class ProviderSnapshot:
         n = len(ids)
         parent_rows, has_parent = _rows_of(ids, parent_ids)
         parent_rows[~has_parent] = -1
-        columns: dict[str, Inventory] = {}
-        _set_inventories(columns, n, ids, inventories)
-        _set_usages(columns, n, ids, usages, rows_read=None)
+        columns = _with_usages(_inventories(ids, inventories), ids, usages)
         return cls(ids, uuids, parent_rows=parent_rows.astype(np.intp),
                    generations=generations,
                    traits=_Sets.from_keyed(n, *_known(ids, traits)),
                    aggregates=_Sets.from_keyed(n, *_known(ids, aggregates)),
-                   inventories={rc: inv for rc, inv in columns.items() if inv.present.any()},
-                   marks=marks)
+                   inventories=columns, marks=marks)
 
     def with_changes(self, generations: np.ndarray, changed_ids: Sequence[int], *,
                      inventories: Keyed | Iterable[InventoryRow],
@@ -322,58 +343,35 @@ class ProviderSnapshot:
         usages = _as_keyed(usages, 1)
         traits, aggregates = _as_keyed(traits), _as_keyed(aggregates)
         changed = np.unique(np.asarray(changed_ids, dtype=np.int64))
-        rows = np.searchsorted(self.ids, changed).tolist()
-        # Columns are shared with this snapshot (never modified) unless a value in
-        # them moved: a claim moves a few providers' usage of three classes, and
-        # copying every column of 50,000 providers each second would cost more.
+        rows = np.searchsorted(self.ids, changed)
+        # A class is shared with this snapshot (its arrays never modified) unless a
+        # value in it moved: a claim moves a few providers' usage of three classes,
+        # and copying every class of 50,000 providers each second would cost more.
         columns = dict(self.inventories)
-        if rows:
-            patch: dict[str, Inventory] = {}
-            _set_inventories(patch, len(rows), changed, inventories)
+        if len(rows):
+            patch = _inventories(changed, inventories, rows_of=rows)
             for rc in set(columns) | set(patch):
-                inv = columns.get(rc) or Inventory.empty(len(self))
-                new = patch.get(rc) or Inventory.empty(len(rows))
-                if not all(np.array_equal(getattr(inv, f)[rows], getattr(new, f))
-                           for f in _STATIC_FIELDS):
-                    inv = replace(inv, **{f: getattr(inv, f).copy() for f in _STATIC_FIELDS})
-                    for f in _STATIC_FIELDS:
-                        getattr(inv, f)[rows] = getattr(new, f)
-                columns[rc] = inv
+                columns[rc] = _patched(columns.get(rc), patch.get(rc), rows)
         if usages_of_all:
-            _replace_usages(columns, np.arange(len(self)), self.ids, usages)
-        elif rows:
-            _replace_usages(columns, np.asarray(rows, dtype=np.intp), changed, usages)
+            columns = _with_usages(columns, self.ids, usages)
+        elif len(rows):
+            columns = _with_usages(columns, changed, usages, rows_of=rows)
+        columns = {rc: inv for rc, inv in columns.items() if len(inv)}
         snapshot = ProviderSnapshot.__new__(ProviderSnapshot)
         snapshot.ids, snapshot.uuids, snapshot.index = self.ids, self.uuids, self.index
         snapshot.parent_rows, snapshot.roots = self.parent_rows, self.roots
         snapshot._trees, snapshot.below_root = self._trees, self.below_root
         snapshot.nested = self.nested
         snapshot.generations = generations
-        snapshot.traits = (self.traits.changed(rows, *_known(self.ids, traits)) if rows
-                           else self.traits)
-        snapshot.aggregates = (self.aggregates.changed(rows, *_known(self.ids, aggregates))
-                               if rows else self.aggregates)
-        snapshot.inventories = {rc: inv for rc, inv in columns.items() if inv.present.any()}
+        snapshot.traits = (self.traits.changed(rows.tolist(), *_known(self.ids, traits))
+                           if len(rows) else self.traits)
+        snapshot.aggregates = (self.aggregates.changed(rows.tolist(),
+                                                       *_known(self.ids, aggregates))
+                               if len(rows) else self.aggregates)
+        snapshot.inventories = columns
         snapshot.marks = marks
         snapshot._classes()
         return snapshot
-
-
-def _replace_usages(columns: dict[str, Inventory], rows: np.ndarray, ids: np.ndarray,
-                    usages: Keyed) -> None:
-    """The usages of ``rows`` (whose provider ids are ``ids``) are exactly ``usages``: a
-    class whose usage moved gets a new ``used`` column, the others keep theirs."""
-    read: dict[str, Inventory] = {}
-    _set_usages(read, len(rows), ids, usages, rows_read=None)
-    for rc in set(columns) | set(read):
-        inv = columns.get(rc)
-        new = read[rc].used if rc in read else np.zeros(len(rows), dtype=np.int64)
-        if inv is None:
-            continue        # usage of a class no provider has an inventory of
-        if not np.array_equal(inv.used[rows], new):
-            used = inv.used.copy()
-            used[rows] = new
-            columns[rc] = replace(inv, used=used)
 
 
 def _as_keyed(rows: Keyed | Iterable[tuple], width: int = 0, dtype: Any = np.int64) -> Keyed:
@@ -397,39 +395,64 @@ def _known(ids: np.ndarray, keyed: Keyed) -> tuple[np.ndarray, Keyed]:
                             keyed.values[found])
 
 
-def _by_class(ids: np.ndarray, keyed: Keyed) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-    """Per resource class: the rows and the values of ``keyed``'s rows of it."""
-    rows, keyed = _known(ids, keyed)
+def _by_class(keyed: Keyed, rows: np.ndarray) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """Per resource class: the rows (``rows``, aligned with ``keyed``) and values of
+    ``keyed``'s rows of it."""
     for code in np.unique(keyed.codes).tolist():
         of_class = keyed.codes == code
         yield keyed.names[code], rows[of_class], keyed.values[of_class]
 
 
-def _set_inventories(columns: dict[str, Inventory], n: int, ids: np.ndarray,
-                     inventories: Keyed) -> None:
-    for rc, at, values in _by_class(ids, inventories):
-        inv = columns.get(rc)
-        if inv is None:
-            inv = columns[rc] = Inventory.empty(n)
-        inv.present[at] = True
-        ints = values[:, :5].astype(np.int64)
-        inv.total[at], inv.reserved[at], inv.min_unit[at] = ints[:, 0], ints[:, 1], ints[:, 2]
-        inv.max_unit[at], inv.step_size[at] = ints[:, 3], ints[:, 4]
-        inv.allocation_ratio[at] = values[:, 5]
+def _inventories(ids: np.ndarray, inventories: Keyed, *,
+                 rows_of: np.ndarray | None = None) -> dict[str, Inventory]:
+    """Per class, the inventories of the providers ``ids`` (ascending), at their rows
+    (``rows_of``, aligned with ``ids``; positions in ``ids`` when None)."""
+    at, keyed = _known(ids, inventories)
+    rows = at if rows_of is None else rows_of[at]
+    return {rc: Inventory.of_rows(of_class, values)
+            for rc, of_class, values in _by_class(keyed, rows)}
 
 
-def _set_usages(columns: dict[str, Inventory], n: int, ids: np.ndarray, usages: Keyed,
-                *, rows_read: list[int] | None) -> None:
-    """Usages of ``rows_read`` (all rows when None) are exactly ``usages``."""
-    for inv in columns.values():
-        if rows_read is None:
-            inv.used[:] = 0
+def _with_usages(columns: Mapping[str, Inventory], ids: np.ndarray, usages: Keyed, *,
+                 rows_of: np.ndarray | None = None) -> dict[str, Inventory]:
+    """``columns`` where the usage of the providers ``ids`` (ascending; at rows
+    ``rows_of``, or at their positions in ``ids`` when None, which must then be every
+    provider) is exactly ``usages``. A class whose usage did not move keeps its
+    arrays. Allocations against a class a provider has no inventory of (removed
+    under them) count nowhere: Placement counts no capacity there either."""
+    at, keyed = _known(ids, usages)
+    rows = at if rows_of is None else rows_of[at]
+    read = {rc: (of_class, values[:, 0].astype(np.int64))
+            for rc, of_class, values in _by_class(keyed, rows)}
+    result = {}
+    for rc, inv in columns.items():
+        if rows_of is None:
+            used = np.zeros(len(inv), dtype=np.int64)
         else:
-            inv.used[rows_read] = 0
-    for rc, at, values in _by_class(ids, usages):
-        column = columns.get(rc)
-        if column is None:
-            # Allocations against a class the provider has no inventory of (it was
-            # removed under them): Placement counts no capacity there either.
-            column = columns[rc] = Inventory.empty(n)
-        column.used[at] = values[:, 0]
+            # Only the providers read: the others keep their usage.
+            used = inv.used.copy()
+            positions, present = inv.locate(rows_of)
+            used[positions[present]] = 0
+        if rc in read:
+            of_class, amounts = read[rc]
+            positions, present = inv.locate(of_class)
+            used[positions[present]] = amounts[present]
+        result[rc] = inv if np.array_equal(used, inv.used) else replace(inv, used=used)
+    return result
+
+
+def _patched(inv: Inventory | None, patch: Inventory | None, rows: np.ndarray) -> Inventory:
+    """``inv`` where the providers at ``rows`` hold exactly ``patch``'s inventories of
+    the class; their usage is 0 until it is read with them (with_changes does)."""
+    empty = Inventory.of_rows(np.zeros(0, dtype=np.intp), np.zeros((0, 6)))
+    inv = inv if inv is not None else empty
+    patch = patch if patch is not None else empty
+    written = np.isin(inv.rows, rows)
+    if all(np.array_equal(a[written], b)
+           for a, b in zip(inv.static_values(), patch.static_values(), strict=True)):
+        return inv      # those providers' inventories of the class did not change
+    kept = ~written
+    merged = [np.concatenate([a[kept], b]) for a, b in zip(
+        (*inv.static_values(), inv.used), (*patch.static_values(), patch.used), strict=True)]
+    order = np.argsort(merged[0], kind='stable')
+    return Inventory(*(a[order] for a in merged))

@@ -274,11 +274,12 @@ def state_of(snapshot) -> dict:
     """Everything a snapshot says of each provider, by uuid (to compare two reads)."""
     return {rp: (int(snapshot.generations[row]), snapshot.parent_uuid(row),
                  snapshot.traits.of(row), snapshot.aggregates.of(row),
-                 {rc: tuple(float(getattr(inv, f)[row]) for f in (
-                     'total', 'reserved', 'min_unit', 'max_unit', 'step_size',
-                     'allocation_ratio', 'used'))
-                  for rc, inv in snapshot.inventories.items() if inv.present[row]})
+                 snapshot.inventory_of(row))
             for row, rp in enumerate(snapshot.uuids)}
+
+
+#: A class random_changes gives to providers and takes away from them.
+WIDGET = 'CUSTOM_VIEW_WIDGET'
 
 
 def random_changes(client, rng: random.Random, providers: list[str],
@@ -316,10 +317,21 @@ def random_changes(client, rng: random.Random, providers: list[str],
             return 'nothing (no VCPU)'
         current['VCPU']['reserved'] = rng.choice((0, 1))
         current['VCPU']['allocation_ratio'] = rng.choice((1.0, 2.0, 16.0))
+        # A class given or taken away: the providers holding it change.
+        widget = ''
+        if WIDGET not in current and rng.random() < 0.5:
+            current[WIDGET] = {'total': rng.randint(1, 8), 'reserved': 0, 'min_unit': 1,
+                               'max_unit': 8, 'step_size': 1, 'allocation_ratio': 1.0}
+            widget = ' +widget'
+        elif WIDGET in current and rng.random() < 0.5 and not client.request(
+                'GET', f'/resource_providers/{rp}/usages',
+                microversion='1.36').json()['usages'].get(WIDGET):
+            del current[WIDGET]
+            widget = ' -widget'
         seed.set_inventories(client, rp, {rc: {k: v for k, v in inv.items()
                                                if k in seed.INVENTORY_FIELDS}
                                           for rc, inv in current.items()})
-        return 'inventory'
+        return 'inventory' + widget
     if kind == 'traits':
         seed.set_traits(client, rp, rng.sample(TRAITS, rng.randint(0, 2)))
         return 'traits'
@@ -351,6 +363,7 @@ def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
         assert state_of(snapshot) == state_of(reader.read()), done[-3:]
     assert {'claim', 'delete', 'inventory', 'traits', 'aggregates'} <= {
         d.split(' ')[0] for d in done}
+    assert {'inventory +widget', 'inventory -widget'} <= set(done)
     assert (reader.generation_scans == 0) if shortcut else (reader.generation_scans > 20)
 
     # A new provider changes the rows themselves: that read is a whole one.

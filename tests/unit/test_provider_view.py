@@ -6,6 +6,7 @@ shared and kept recent, with a clock and a reader the test controls.
 """
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -13,7 +14,11 @@ import time
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import metrics
 from scheduler.catalog import HostCatalog
+from scheduler.catalog.nova_api import ServiceState
+from scheduler.host_table import COLUMNS
+from scheduler.objects.spec import Aggregate
 from scheduler.provider_view import answer
+from scheduler.provider_view.hosts import ViewTables
 from scheduler.provider_view.snapshot import ProviderSnapshot
 from scheduler.provider_view.view import (
     NONE_FIT,
@@ -333,9 +338,103 @@ def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_
 
     assert [h.used['VCPU'] for h in hosts] == [6, 2]
     assert (view._tables.built, view._tables.updated) == (1, 1)
-    catalog.update_instance_info('a', ['i-1'])   # the catalog moved: its columns are read again
+    # Instances on one host: that host's row is read again, the table kept.
+    catalog.update_instance_info('a', ['i-1'])
     hosts = view.match(vcpus(1))[0].hosts(catalog)
-    assert view._tables.built == 2 and hosts[0].instances == {'i-1': {'uuid': 'i-1'}}
+    assert hosts[0].instances == {'i-1': {'uuid': 'i-1'}} and hosts[0].num_instances == 1
+    assert (view._tables.built, view._tables.updated) == (1, 2)
+    # Aggregates may move any host: the table is built again.
+    catalog.update_aggregates(Aggregate(id=1, uuid=uuid_for('agg'), name='agg', hosts=['b'],
+                                        metadata={'availability_zone': 'az1'}))
+    hosts = view.match(vcpus(1))[0].hosts(catalog)
+    assert hosts[1].aggregates[0].name == 'agg'
+    assert view._tables.built == 2
+
+
+def _rows_of(table) -> list[tuple]:
+    """Everything a table says of each host, as plain values."""
+    return [(table.roots[row], table.records[row],
+             tuple(a.uuid for a in table.aggregates[row]), table.instances[row],
+             table.instance_info_known[row],
+             table.supported_values[table.supported_codes[row]],
+             *(_plain(getattr(table, column.name)[row]) for column in COLUMNS))
+            for row in range(len(table))]
+
+
+def _plain(value):
+    """NaN (never seen up) as None, so that two of them compare equal."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def test_a_table_kept_across_catalog_changes_to_named_hosts_equals_one_built_afresh():
+    # Nova's computes cast their instance lists every two minutes each, and service
+    # states are read before requests: the view's table takes those hosts' rows again
+    # instead of being built again for every change.
+    rng = random.Random(20261126)
+    names = [f'h{i}' for i in range(30)]
+    view_snapshot = snapshot(*((n, 8, 0) for n in names))
+    catalog = catalog_of(*names)
+    kept = ViewTables()
+    services: dict[str, ServiceState] = {}
+    for _ in range(80):
+        host = rng.choice(names)
+        change = rng.choice(('update', 'update', 'delete', 'sync', 'service', 'service'))
+        if change == 'update':
+            catalog.update_instance_info(host, [f'{host}-i{rng.randrange(5)}'])
+        elif change == 'delete':
+            catalog.delete_instance_info(host, f'{host}-i{rng.randrange(5)}')
+        elif change == 'sync':
+            catalog.sync_instance_info(host, [f'{host}-i{i}' for i in range(rng.randrange(4))])
+        else:
+            services[host] = ServiceState(host=host, up=rng.random() < 0.8,
+                                          disabled=rng.random() < 0.3,
+                                          forced_down=rng.random() < 0.1)
+            catalog.apply_service_states(dict(services))
+        if rng.random() < 0.5:
+            continue        # several changes between two requests
+        table = kept.hosts(view_snapshot, catalog, default_availability_zone='nova').table
+        fresh = ViewTables().hosts(view_snapshot, catalog, default_availability_zone='nova')
+
+        assert _rows_of(table) == _rows_of(fresh.table)
+    assert kept.built == 1 and kept.updated > 20
+
+
+def test_the_catalog_names_the_hosts_it_changed_and_says_when_it_cannot():
+    catalog = catalog_of('a', 'b')
+    start = catalog.versions()
+
+    catalog.update_instance_info('a', ['i-1'])
+    catalog.sync_instance_info('b', [])
+    assert catalog.changed_hosts_since(start) == {'a', 'b'}
+    middle = catalog.versions()
+    catalog.delete_instance_info('a', 'i-1')
+    assert catalog.changed_hosts_since(middle) == {'a'}
+    assert catalog.changed_hosts_since(catalog.versions()) == set()
+    # The same service states again change nothing, not even the version.
+    catalog.apply_service_states({'a': ServiceState(host='a', up=True)})
+    version = catalog.versions()
+    catalog.apply_service_states({'a': ServiceState(host='a', up=True)})
+    assert catalog.versions() == version
+    # What may change any host is not named.
+    catalog.update_aggregates(Aggregate(id=1, uuid=uuid_for('agg'), name='agg', hosts=['a']))
+    assert catalog.changed_hosts_since(version) is None
+    assert catalog.changed_hosts_since(catalog.versions()) == set()
+
+
+def test_a_change_older_than_what_the_catalog_remembers_is_not_named(monkeypatch):
+    from scheduler.catalog import catalog as catalog_module
+
+    monkeypatch.setattr(catalog_module, 'CHANGE_LOG', 3)
+    catalog = catalog_of('a', 'b')
+    start = catalog.versions()
+    for host in ('a', 'b', 'a'):
+        catalog.update_instance_info(host, ['i'])
+    assert catalog.changed_hosts_since(start) == {'a', 'b'}
+
+    catalog.update_instance_info('b', ['j'])     # the first change is forgotten
+
+    assert catalog.changed_hosts_since(start) is None
+    assert catalog.changed_hosts_since(start + 1) == {'a', 'b'}
 
 
 def _hosts_after_a_second_whole_read(first: ProviderSnapshot, second: ProviderSnapshot,
