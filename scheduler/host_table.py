@@ -371,20 +371,41 @@ class HostTable:
         provider uuid) give its hosts' allocation requests and provider summaries
         when a HostState is built."""
         table = self._copy()
-        table.used = {rc: column.copy() for rc, column in self.used.items()}
+        table.used = dict(self.used)
         table.capacity = dict(self.capacity)
-        for column in CONSUMED_COLUMNS:
-            setattr(table, column.name, getattr(self, column.name).copy())
-        table.instances = list(self.instances)
+        # What consume() changes is copied when it first changes it: a request places
+        # on a host or two of tens of thousands, and copying every such column for
+        # each request was most of what a request allocated.
+        table._borrowed = ({('used', rc) for rc in self.used}
+                           | {column.name for column in CONSUMED_COLUMNS} | {'instances'})
         table._requests = requests
         table._summaries = summaries
         return table
+
+    def writable_used(self, rc: str) -> np.ndarray:
+        """``used`` of ``rc``, this table's own to change (a fork shares its parent's
+        columns until it changes one)."""
+        column = self.column(rc, 'used')
+        if ('used', rc) in self._borrowed:
+            column = self.used[rc] = column.copy()
+            self._borrowed.discard(('used', rc))
+        return column
+
+    def _writable(self, name: str) -> Any:
+        """The column ``name`` (a consumed one, or ``instances``), this table's own."""
+        values = getattr(self, name)
+        if name in self._borrowed:
+            values = values.copy()
+            setattr(self, name, values)
+            self._borrowed.discard(name)
+        return values
 
     def _copy(self) -> HostTable:
         table = HostTable.__new__(HostTable)
         table.__dict__.update(self.__dict__)
         table._hosts = [None] * len(self.roots)
         table._instance_rows = None
+        table._borrowed = set()
         return table
 
     def _fill(self, capacity: Mapping[str, Sequence[int] | np.ndarray],
@@ -402,6 +423,8 @@ class HostTable:
         self.records = records
         self.aggregates = aggregates
         self.instances = instances
+        # Columns shared with the table this one was forked from (fork()).
+        self._borrowed: set[Any] = set()
         self.instance_info_known = instance_info_known
         by_column = zip(*values, strict=True) if values else ((),) * len(COLUMNS)
         for column, column_values in zip(COLUMNS, by_column, strict=True):
@@ -587,12 +610,15 @@ class HostTable:
 
     def _consumed(self, row: int, host: HostState) -> None:
         for rc, amount in host.used.items():
-            self.column(rc, 'used')[row] = amount
+            if self.column(rc, 'used')[row] != amount:
+                self.writable_used(rc)[row] = amount
         for column in CONSUMED_COLUMNS:
-            getattr(self, column.name)[row] = column.of_host(host)
+            value = column.of_host(host)
+            if getattr(self, column.name)[row] != value:
+                self._writable(column.name)[row] = value
         known = set(self.instances[row])
         new = [u for u in host.instances if u not in known]
-        self.instances[row] = tuple(host.instances)
+        self._writable('instances')[row] = tuple(host.instances)
         if self._instance_rows is not None:
             for instance_uuid in new:
                 self._instance_rows.setdefault(instance_uuid, []).append(row)

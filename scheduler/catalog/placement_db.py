@@ -3,7 +3,7 @@
 
 Placement's API has no bulk read of inventories, usages, traits or aggregates
 (three or four requests a provider), so the view (:mod:`scheduler.provider_view`)
-reads the tables those requests would read, in one read-only transaction: five
+reads the tables those requests would read, in one read-only transaction: a few
 SELECTs, whatever the number of providers, and nothing else. Every connection
 is read-only (:mod:`scheduler.catalog.readonly_db`); a database user with SELECT
 on these tables is all it needs. Placement's schema is the one of Placement 16
@@ -16,6 +16,7 @@ import datetime
 import importlib
 import itertools
 import logging
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,16 +35,19 @@ LOG = logging.getLogger(__name__)
 OPTION = f'[{GROUP}] connection'
 
 #: The only statements ever sent (besides the read-only session setup). A whole
-#: read sends the marks and the five whole reads; a read of what changed sends the
-#: marks, CHANGED_PROVIDERS (or GENERATIONS, when that does not account for
-#: every moved generation), then the others restricted to the providers whose
-#: generation moved (``... WHERE ... IN (...)``), and USAGES whole when
-#: allocations were deleted.
+#: read sends the marks and the whole reads (PROVIDER_UUIDS only when the providers
+#: are not those of the last snapshot; a large result counted first); a read of
+#: what changed sends the marks, CHANGED_PROVIDERS (or GENERATIONS, when that does
+#: not account for every moved generation), then the others restricted to the
+#: providers whose generation moved (``... WHERE ... IN (...)``), and USAGES whole
+#: when allocations were deleted.
 PROVIDERS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(SUM(generation), 0), '
                   'MAX(updated_at) FROM resource_providers')
 ALLOCATIONS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), '
                     'COALESCE(SUM(CASE WHEN id > :last THEN 1 ELSE 0 END), 0) FROM allocations')
-PROVIDERS = 'SELECT id, uuid, generation, parent_provider_id FROM resource_providers'
+PROVIDER_UUIDS = 'SELECT id, uuid FROM resource_providers'
+PROVIDER_NUMBERS = ('SELECT id, generation, COALESCE(parent_provider_id, -1) '
+                    'FROM resource_providers')
 # By id, not name: ints cost less to fetch and to keep than names, which come
 # from the small tables below once per read.
 INVENTORIES = ('SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, '
@@ -59,7 +63,7 @@ CHANGED_PROVIDERS = 'SELECT id, generation FROM resource_providers WHERE updated
 GENERATIONS = 'SELECT id, generation FROM resource_providers'
 #: Rows fetched from the driver at a time: the rows of one chunk are Python
 #: objects only until they are columns.
-FETCH_CHUNK = 20000
+FETCH_CHUNK = 5000
 
 #: Over this share of the providers changed, one whole read is cheaper than
 #: reading each changed provider.
@@ -96,22 +100,32 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
     count is not the old one plus the rows added since, something was deleted and
     every provider's usage is read again. Whatever a read of changes could still
     miss (aggregates written below microversion 1.19, a deletion hidden by a late
-    claim's row) the whole reads the view makes from time to time take in
-    (``[scheduler] provider_view_full_read_interval``).
+    claim's row) is taken in by reading every provider again at least once every
+    ``refresh_reads`` reads of changes, a slice of them with each: the cost of a
+    whole read spread over many, without its peak of memory (a whole read of
+    50,000 providers passes about 50 MB through a worker; a slice of a thousand, a
+    few hundred kilobytes). A whole read comes only first, and when providers
+    were created or deleted, or a quarter of them changed.
     """
 
-    def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30):
+    def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30,
+                 refresh_reads: int = 60):
         super().__init__(url, option=OPTION, error=ProviderViewError,
                          connect_timeout=connect_timeout, query_timeout=query_timeout,
                          keep_connection=True)
+        self.refresh_reads = max(1, refresh_reads)
+        # Where the next slice of providers read again begins (a row).
+        self._refresh_from = 0
         #: Reads so far, whole and of changes (for the status and the tests).
         self.whole_reads = 0
         self.change_reads = 0
         #: Reads of changes that compared every generation (the shortcut missed one).
         self.generation_scans = 0
 
-    def read(self, previous: ProviderSnapshot | None = None) -> ProviderSnapshot:
-        """Every provider; with ``previous``, that snapshot with what changed since."""
+    def read(self, previous: ProviderSnapshot | None = None, *,
+             whole: bool = False) -> ProviderSnapshot:
+        """Every provider; with ``previous``, that snapshot with what changed since, or
+        (``whole``) read whole, sharing ``previous``'s providers if they are the same."""
         sqlalchemy = sqlalchemy_module(OPTION)
         with self.connect() as connection:
             # One transaction: the reads see one moment (repeatable read on
@@ -120,24 +134,35 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
                 connection = connection.execution_options(isolation_level='REPEATABLE READ')
             with connection.begin():
                 marks = self._marks(connection, sqlalchemy, previous)
-                if previous is not None and isinstance(previous.marks, Marks):
+                if previous is not None and not whole and isinstance(previous.marks, Marks):
                     snapshot = self._read_changes(connection, sqlalchemy, previous, marks)
                     if snapshot is not None:
                         self.change_reads += 1
                         return snapshot
                 self.whole_reads += 1
-                return self._read_all(connection, marks)
+                return self._read_all(connection, marks, previous)
 
-    def _read_all(self, connection: Any, marks: Marks) -> ProviderSnapshot:
-        ids, uuids, generations, parents = _fetch_providers(connection)
+    def _read_all(self, connection: Any, marks: Marks,
+                  previous: ProviderSnapshot | None) -> ProviderSnapshot:
+        numbers = _fetch_columns(connection, PROVIDER_NUMBERS, 3)
+        numbers = numbers[np.argsort(numbers[:, 0], kind='stable')]
+        ids = numbers[:, 0].copy()
+        if previous is not None and np.array_equal(ids, previous.ids):
+            # A provider's uuid never changes: the same ids are the same providers,
+            # whose uuids (a string each) need not be fetched again.
+            uuids = previous.uuids
+        else:
+            ids, uuids = _fetch_uuids(connection)
+            if not np.array_equal(ids, numbers[:, 0]):
+                raise ProviderViewError('the providers changed within one transaction')
         names = _Names(connection)
         return ProviderSnapshot.from_columns(
-            ids, uuids, generations, parents,
+            ids, uuids, numbers[:, 1].copy(), numbers[:, 2].copy(),
             inventories=names.classes(_fetch_columns(connection, INVENTORIES, 8, np.float64)),
             usages=names.classes(_fetch_columns(connection, USAGES + USAGES_GROUPING, 3)),
             traits=names.traits(_fetch_columns(connection, TRAITS, 2, np.int32)),
             aggregates=names.aggregates(_fetch_columns(connection, AGGREGATES, 2, np.int32)),
-            marks=marks)
+            marks=marks, previous=previous)
 
     def _marks(self, connection: Any, sqlalchemy: Any,
                previous: ProviderSnapshot | None) -> Marks:
@@ -163,6 +188,7 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
             return None
         if len(changed) > WHOLE_READ_SHARE * len(previous):
             return None
+        changed = sorted(set(changed).union(self._refresh_slice(previous)))
         deleted = marks.allocations[0] != before.allocations[0] + marks.added_allocations
 
         def of_changed(query: str, width: int, grouping: str = '',
@@ -185,6 +211,17 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
             traits=names.traits(of_changed(TRAITS, 2)),
             aggregates=names.aggregates(of_changed(AGGREGATES, 2)),
             marks=marks)
+
+    def _refresh_slice(self, previous: ProviderSnapshot) -> list[int]:
+        """The ids of the next providers to read again whatever their generation says:
+        every one within ``refresh_reads`` reads."""
+        n = len(previous)
+        if not n:
+            return []
+        size = -(-n // self.refresh_reads)
+        rows = (self._refresh_from + np.arange(min(size, n))) % n
+        self._refresh_from = int(rows[-1]) + 1
+        return previous.ids[rows].tolist()
 
     def _moved(self, connection: Any, sqlalchemy: Any, previous: ProviderSnapshot,
                before: Marks, marks: Marks, generations: Any) -> list[int] | None:
@@ -273,21 +310,16 @@ def _chunks(connection: Any, query: str) -> Iterator[list[tuple]]:
 _CURSOR_NUMBERS = itertools.count()
 
 
-def _fetch_providers(connection: Any) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Every provider's id, uuid, generation and parent's id (-1 for none)."""
+def _fetch_uuids(connection: Any) -> tuple[np.ndarray, list[str]]:
+    """Every provider's id and uuid, in the order of the ids."""
     ids: list[np.ndarray] = []
-    generations: list[np.ndarray] = []
-    parents: list[np.ndarray] = []
     uuids: list[str] = []
-    for rows in _chunks(connection, PROVIDERS):
+    for rows in _chunks(connection, PROVIDER_UUIDS):
         ids.append(np.array([r[0] for r in rows], dtype=np.int64))
         uuids.extend(r[1] for r in rows)
-        generations.append(np.array([r[2] for r in rows], dtype=np.int64))
-        parents.append(np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64))
-    empty = np.zeros(0, dtype=np.int64)
-    return (np.concatenate(ids) if ids else empty, uuids,
-            np.concatenate(generations) if generations else empty,
-            np.concatenate(parents) if parents else empty)
+    found = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    order = np.argsort(found, kind='stable')
+    return found[order], [uuids[i] for i in order.tolist()]
 
 
 def _fetch_columns(connection: Any, query: str, width: int,
@@ -351,9 +383,12 @@ def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:
     opts = conf[GROUP]
     if not opts.connection:
         raise ConfigurationError(f'[scheduler] provider_view needs {OPTION}')
-    reader = PlacementDatabaseReader(opts.connection, connect_timeout=opts.connect_timeout,
-                                     query_timeout=opts.query_timeout)
+    max_age = conf.scheduler.provider_view_max_age
+    reader = PlacementDatabaseReader(
+        opts.connection, connect_timeout=opts.connect_timeout, query_timeout=opts.query_timeout,
+        # Under load the view is read about every max_age seconds.
+        refresh_reads=math.ceil(conf.scheduler.provider_view_full_read_interval
+                                / max(max_age, 0.1)))
     LOG.info('provider view on, read-only from %s, at most %ss old', reader.label,
              conf.scheduler.provider_view_max_age)
-    return ProviderView(reader.read, max_age=conf.scheduler.provider_view_max_age,
-                        full_read_interval=conf.scheduler.provider_view_full_read_interval)
+    return ProviderView(reader.read, max_age=max_age)

@@ -9,7 +9,7 @@ GROUP = 'placement_database'
 placement_database_group = cfg.OptGroup(
     GROUP, title='Placement\'s database (read-only provider view)',
     help='Where the provider view (``[scheduler] provider_view``) reads Placement\'s '
-         'providers: their inventories, usages, traits, aggregates and trees, in five '
+         'providers: their inventories, usages, traits, aggregates and trees, in a few '
          'SELECTs. Nothing is ever written: every session is read-only, and a database user '
          'with SELECT on ``resource_providers``, ``inventories``, ``allocations``, '
          '``resource_classes``, ``traits``, ``resource_provider_traits``, '

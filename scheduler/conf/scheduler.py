@@ -84,13 +84,14 @@ nova_opts = [
                       'claim refused for capacity also starts a read. The worker\'s own '
                       'claims are added to it between reads.'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,
-                 help='Seconds between whole reads of the provider view. In between, a '
-                      'read takes only the providers whose generation moved (every '
-                      'inventory, trait, aggregate and allocation write moves it) and '
-                      'every usage when allocations were deleted; a whole read also takes '
-                      'what moves no generation (aggregates set below microversion 1.19). '
-                      'A whole read of 10,000 providers costs about 0.3 s of a core, a '
-                      'read of changes a few milliseconds.'),
+                 help='Every provider of the view is read again within about this many '
+                      'seconds of reads, whatever its generation says: a slice of them '
+                      'with each read (every provider_view_max_age seconds under load). A '
+                      'read takes the providers whose generation moved (every inventory, '
+                      'trait, aggregate and allocation write moves it), every usage when '
+                      'allocations were deleted, and its slice, which also takes in what '
+                      'moves no generation (aggregates set below microversion 1.19). '
+                      'Spread over reads, this costs no whole read\'s peak of memory.'),
     cfg.FloatOpt('near_best_weight_tolerance', default=0.0, min=0.0, max=0.5,
                  help='Spread concurrent decisions over the hosts whose weight is within '
                       'this fraction of the best host\'s (0.01: 1%), chosen at random '

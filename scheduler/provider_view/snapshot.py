@@ -140,27 +140,32 @@ class _Sets:
         return sets
 
     def _assign(self, rows: np.ndarray, keyed: Keyed) -> None:
+        """``rows`` (aligned with ``keyed``) hold exactly the names ``keyed`` gives them.
+
+        Each row's set is found as a row of bits (one bit per name the rows hold),
+        and the distinct rows of bits become tuples of names: no Python object per
+        provider or per name of a provider (300,000 trait rows at 50,000 providers,
+        whose Python copies fragmented a worker's heap at every whole read)."""
         if not len(rows):
             return
-        order = np.lexsort((keyed.codes, rows))
-        rows, codes = rows[order], keyed.codes[order]
-        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-        ends = np.r_[starts[1:], len(rows)]
-        codes_list = codes.tolist()
+        targets, row_at = np.unique(rows, return_inverse=True)
+        present, bit_at = np.unique(keyed.codes, return_inverse=True)
+        bit_at = bit_at.astype(np.uint64)
+        bits = np.zeros((len(targets), (len(present) + 63) // 64), dtype=np.uint64)
+        np.bitwise_or.at(bits, (row_at.ravel(), (bit_at // 64).astype(np.intp)),
+                         np.left_shift(np.uint64(1), bit_at % 64))
+        distinct, which = np.unique(bits, axis=0, return_inverse=True)
+        held = np.unpackbits(distinct.astype('<u8').view(np.uint8), axis=1, bitorder='little')
         names = keyed.names
-        by_codes: dict[tuple[int, ...], int] = {}
-        for row, a, b in zip(rows[starts].tolist(), starts.tolist(), ends.tolist(),
-                             strict=True):
-            key = tuple(codes_list[a:b])
-            code = by_codes.get(key)
+        code_of_distinct = np.empty(len(distinct), dtype=self.codes.dtype)
+        for i, members in enumerate(held):
+            value = tuple(sorted({names[int(c)] for c in present[np.flatnonzero(members)]}))
+            code = self._code_of.get(value)
             if code is None:
-                value = tuple(sorted({names[c] for c in key}))
-                code = self._code_of.get(value)
-                if code is None:
-                    code = self._code_of[value] = len(self.values)
-                    self.values.append(value)
-                by_codes[key] = code
-            self.codes[row] = code
+                code = self._code_of[value] = len(self.values)
+                self.values.append(value)
+            code_of_distinct[i] = code
+        self.codes[targets] = code_of_distinct[which.ravel()]
 
     def of(self, row: int) -> tuple[str, ...]:
         return self.values[self.codes[row]]
@@ -194,11 +199,11 @@ class ProviderSnapshot:
 
     def __init__(self, ids: np.ndarray, uuids: list[str], *, parent_rows: np.ndarray,
                  generations: np.ndarray, traits: _Sets, aggregates: _Sets,
-                 inventories: dict[str, Inventory], marks: object = None):
+                 inventories: dict[str, Inventory], marks: object = None,
+                 providers_of: ProviderSnapshot | None = None):
+        """``providers_of``: a snapshot of exactly these providers (ids, uuids,
+        parents), whose provider list, index and trees this one shares."""
         self.ids = ids
-        self.uuids = uuids
-        self.index = {rp: i for i, rp in enumerate(uuids)}
-        self.parent_rows = parent_rows
         self.generations = generations
         self.traits = traits
         self.aggregates = aggregates
@@ -206,7 +211,13 @@ class ProviderSnapshot:
         #: What the reader noted of Placement's tables at this read, to tell at the
         #: next one what changed since (see scheduler.catalog.placement_db).
         self.marks = marks
-        self._structure(parent_rows)
+        if providers_of is not None:
+            self._share_providers(providers_of)
+        else:
+            self.uuids = uuids
+            self.index = {rp: i for i, rp in enumerate(uuids)}
+            self.parent_rows = parent_rows
+            self._structure(parent_rows)
         self._classes()
 
     # ---------------------------------------------------------------- derived
@@ -259,6 +270,11 @@ class ProviderSnapshot:
         """The rows of ``root``'s tree, in row order."""
         return self._trees.get(root) or [root]
 
+    @property
+    def trees(self) -> Mapping[int, list[int]]:
+        """Each tree of more than its root: root row -> the rows of the tree."""
+        return self._trees
+
     def parent_uuid(self, row: int) -> str | None:
         parent = int(self.parent_rows[row])
         return self.uuids[parent] if parent >= 0 else None
@@ -279,14 +295,15 @@ class ProviderSnapshot:
         has the same providers (a whole read of a cloud whose providers did not
         change): what is kept per snapshot and per provider (the view's host table
         above all) is then updated, not built again. Itself otherwise."""
-        if (len(self) != len(previous) or not np.array_equal(self.ids, previous.ids)
-                or not np.array_equal(self.parent_rows, previous.parent_rows)
-                or self.uuids != previous.uuids):
-            return self
-        self.uuids, self.index = previous.uuids, previous.index
-        self.parent_rows, self.roots = previous.parent_rows, previous.roots
-        self._trees, self.below_root = previous._trees, previous.below_root
+        if _same_providers(self.ids, self.uuids, self.parent_rows, previous):
+            self._share_providers(previous)
         return self
+
+    def _share_providers(self, other: ProviderSnapshot) -> None:
+        self.uuids, self.index = other.uuids, other.index
+        self.parent_rows, self.roots = other.parent_rows, other.roots
+        self._trees, self.below_root = other._trees, other.below_root
+        self.nested = other.nested
 
     # ---------------------------------------------------------------- building
     @classmethod
@@ -310,24 +327,28 @@ class ProviderSnapshot:
     @classmethod
     def from_columns(cls, ids: np.ndarray, uuids: list[str], generations: np.ndarray,
                      parent_ids: np.ndarray, *, inventories: Keyed, usages: Keyed,
-                     traits: Keyed, aggregates: Keyed,
-                     marks: object = None) -> ProviderSnapshot:
+                     traits: Keyed, aggregates: Keyed, marks: object = None,
+                     previous: ProviderSnapshot | None = None) -> ProviderSnapshot:
         """From Placement's rows as columns: per provider its id, uuid, generation and
         parent's id (-1 for none); inventories' values (total, reserved, min_unit,
         max_unit, step_size, allocation_ratio), usages' (sum of used), traits and
-        aggregates (names only)."""
+        aggregates (names only). With ``previous`` of the same providers, the new
+        snapshot shares its provider list, index and trees."""
         order = np.argsort(ids, kind='stable')
         ids, generations, parent_ids = ids[order], generations[order], parent_ids[order]
         uuids = [uuids[i] for i in order.tolist()]
         n = len(ids)
         parent_rows, has_parent = _rows_of(ids, parent_ids)
         parent_rows[~has_parent] = -1
+        parent_rows = parent_rows.astype(np.intp)
         columns = _with_usages(_inventories(ids, inventories), ids, usages)
-        return cls(ids, uuids, parent_rows=parent_rows.astype(np.intp),
+        return cls(ids, uuids, parent_rows=parent_rows,
                    generations=generations,
                    traits=_Sets.from_keyed(n, *_known(ids, traits)),
                    aggregates=_Sets.from_keyed(n, *_known(ids, aggregates)),
-                   inventories=columns, marks=marks)
+                   inventories=columns, marks=marks,
+                   providers_of=(previous if previous is not None and _same_providers(
+                       ids, uuids, parent_rows, previous) else None))
 
     def with_changes(self, generations: np.ndarray, changed_ids: Sequence[int], *,
                      inventories: Keyed | Iterable[InventoryRow],
@@ -372,6 +393,13 @@ class ProviderSnapshot:
         snapshot.marks = marks
         snapshot._classes()
         return snapshot
+
+
+def _same_providers(ids: np.ndarray, uuids: list[str], parent_rows: np.ndarray,
+                    snapshot: ProviderSnapshot) -> bool:
+    return (len(ids) == len(snapshot) and np.array_equal(ids, snapshot.ids)
+            and np.array_equal(parent_rows, snapshot.parent_rows)
+            and (uuids is snapshot.uuids or uuids == snapshot.uuids))
 
 
 def _as_keyed(rows: Keyed | Iterable[tuple], width: int = 0, dtype: Any = np.int64) -> Keyed:

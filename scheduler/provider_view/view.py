@@ -2,9 +2,9 @@
 
 A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
 (another scheduler got there first), is read again on a thread while requests go
-on with it: only what changed since (the reader knows how), and the whole of it
-every ``full_read_interval`` seconds. One older than twice ``max_age`` (the
-worker sat idle) is read before the request decides.
+on with it: what changed since (the reader knows how, and reads every provider
+again from time to time). One older than twice ``max_age`` (the worker sat
+idle) is read before the request decides.
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -39,7 +39,9 @@ UNREADABLE = 'view unreadable'
 #: a NoValidHost is only ever Placement's word.
 NONE_FIT = 'no provider fits in the view'
 
-#: Reads a snapshot: the whole of it (None), or what changed since the one given.
+#: Reads a snapshot: the whole of it (None), or what changed since the one given
+#: (which it may read whole, and then shares that one's providers if they are the
+#: same: :meth:`ProviderSnapshot.sharing_providers_of`).
 Reader = Callable[[ProviderSnapshot | None], ProviderSnapshot]
 
 
@@ -75,13 +77,11 @@ class ProviderViewError(SchedulerError):
 
 
 class ProviderView:
-    def __init__(self, read: Reader, *, max_age: float, full_read_interval: float = 60.0,
+    def __init__(self, read: Reader, *, max_age: float,
                  clock: Callable[[], float] = time.monotonic,
                  read_behind: bool = True):
         self.max_age = max_age
-        self.full_read_interval = full_read_interval
         self._read_changes = read
-        self._full_read_at = float('-inf')
         self._clock = clock
         # A snapshot older than max_age is read again on a thread of its own while
         # requests go on with the one they have (reading 10,000 providers takes
@@ -166,19 +166,9 @@ class ProviderView:
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]
 
     def _read(self) -> ProviderSnapshot:
-        """The next snapshot: what changed since the last one, or all of it when the
-        last whole read is ``full_read_interval`` old (or there is none)."""
+        """The next snapshot: what changed since the last one (all of it the first time)."""
         with self._read_lock:
-            previous = self._snapshot
-            whole = previous is None or (
-                self._clock() - self._full_read_at > self.full_read_interval)
-            started = self._clock()
-            snapshot = self._read_changes(None if whole else previous)
-            if whole:
-                self._full_read_at = started
-                if previous is not None:
-                    snapshot = snapshot.sharing_providers_of(previous)
-            return snapshot
+            return self._read_changes(self._snapshot)
 
     def _start_read_behind(self) -> None:
         # Under the lock; one read at a time.

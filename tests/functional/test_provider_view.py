@@ -161,7 +161,7 @@ def test_the_view_s_host_table_holds_what_a_table_of_placement_s_answer_holds(
     # the capacity and usage Placement reports per class, whoever builds the table.
     rng = random.Random(100 + seed_value)
     providers, children = random_cloud(placement_client, rng, rng.randint(8, 14))
-    view = ProviderView(lambda previous=None: reader.read(previous), max_age=300.0)
+    view = ProviderView(reader.read, max_age=300.0)
     catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
     compared = 0
     for _ in range(30):
@@ -366,12 +366,43 @@ def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
     assert {'inventory +widget', 'inventory -widget'} <= set(done)
     assert (reader.generation_scans == 0) if shortcut else (reader.generation_scans > 20)
 
+    # A whole read of the same providers takes the previous snapshot's provider list.
+    whole = reader.read(snapshot, whole=True)
+    assert whole.uuids is snapshot.uuids and state_of(whole) == state_of(snapshot)
+
     # A new provider changes the rows themselves: that read is a whole one.
-    seed.create_provider(placement_client, name='view-new', inventories={'VCPU': 8})
+    new = seed.create_provider(placement_client, name='view-new', inventories={'VCPU': 8})
     whole_reads = reader.whole_reads
     snapshot = reader.read(snapshot)
     assert reader.whole_reads == whole_reads + 1
     assert state_of(snapshot) == state_of(reader.read())
+    assert new in snapshot.index
+
+
+def test_what_moves_no_generation_is_read_within_a_round_of_slices(placement_client,
+                                                                   placement):
+    # Aggregates set below microversion 1.19 move no generation: no read of what
+    # changed sees them, but each read also takes a slice of every provider again.
+    rng = random.Random(20261126)
+    providers, children = random_cloud(placement_client, rng, 10)
+    reader = PlacementDatabaseReader(f'sqlite:///{placement.db_path}', refresh_reads=4)
+    try:
+        snapshot = reader.read()
+        rp = snapshot.uuids[-1]         # in the last slice (slices go in row order)
+        generation = snapshot.generations[snapshot.index[rp]]
+        placement_client.request('PUT', f'/resource_providers/{rp}/aggregates',
+                                 microversion='1.18', json=[AGGREGATES[3]])
+
+        seen = []
+        for _ in range(4):
+            snapshot = reader.read(snapshot)
+            seen.append(AGGREGATES[3] in snapshot.aggregates.of(snapshot.index[rp]))
+        assert snapshot.generations[snapshot.index[rp]] == generation     # not moved
+        assert seen == [False, False, False, True]     # taken in by its slice
+        assert reader.change_reads == 4 and reader.whole_reads == 1
+        assert state_of(snapshot) == state_of(reader.read())
+    finally:
+        reader.close()
 
 
 def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(

@@ -52,18 +52,21 @@ def vcpus(amount: int, *, limit: int | None = None) -> AllocationCandidatesQuery
 
 
 class Reads:
-    """A reader returning the snapshots given, one per read, counting the reads."""
+    """A reader returning the snapshots given, one per read, counting the reads; a
+    snapshot of the same providers as the previous one shares its provider list, as
+    the database reader's does (tests/functional/test_provider_view.py)."""
 
     def __init__(self, *snapshots: ProviderSnapshot | Exception):
         self.snapshots = list(snapshots)
         self.count = 0
 
-    def __call__(self, previous: ProviderSnapshot | None = None) -> ProviderSnapshot:
+    def __call__(self, previous: ProviderSnapshot | None = None, *,
+                 whole: bool = False) -> ProviderSnapshot:
         self.count += 1
         item = self.snapshots[min(self.count, len(self.snapshots)) - 1]
         if isinstance(item, Exception):
             raise item
-        return item
+        return item.sharing_providers_of(previous) if previous is not None else item
 
 
 def hosts_of(found) -> set[str]:
@@ -122,7 +125,8 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     second_read_may_end = threading.Event()
     reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4), ('b', 8, 0)))
 
-    def read(previous: ProviderSnapshot | None = None) -> ProviderSnapshot:
+    def read(previous: ProviderSnapshot | None = None, *,
+             whole: bool = False) -> ProviderSnapshot:
         if reads.count == 1:
             assert second_read_may_end.wait(10)
         return reads()
@@ -317,6 +321,12 @@ def test_what_a_request_consumes_stays_in_its_own_fork_of_the_shared_table():
 
     assert first.table.column('VCPU', 'used').tolist() == [1, 2]
     assert second.table.column('VCPU', 'used').tolist() == [0, 2]
+    assert first.table.num_instances.tolist() == [1, 0]
+    assert second.table.num_instances.tolist() == [0, 0]
+    assert first.table.instances[0] == ('instance-1',) and second.table.instances[0] == ()
+    # What the request did not change is still the shared table's, not a copy.
+    assert first.table.column('MEMORY_MB', 'used') is second.table.column('MEMORY_MB', 'used')
+    assert first.table.failed_builds is second.table.failed_builds
 
 
 def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_it_changed():
@@ -437,20 +447,20 @@ def test_a_change_older_than_what_the_catalog_remembers_is_not_named(monkeypatch
     assert catalog.changed_hosts_since(start + 1) == {'a', 'b'}
 
 
-def _hosts_after_a_second_whole_read(first: ProviderSnapshot, second: ProviderSnapshot,
-                                     catalog: HostCatalog):
-    """The hosts a request gets after the view read ``second`` whole, having read
-    ``first`` (whole too: full_read_interval 0); and the view's tables."""
+def _hosts_after_a_second_read(first: ProviderSnapshot, second: ProviderSnapshot,
+                               catalog: HostCatalog):
+    """The hosts a request gets after the view read ``second`` (new snapshots, as a
+    whole read makes), having read ``first``; and the view's tables."""
     now = [0.0]
-    view = ProviderView(Reads(first, second), max_age=1.0, full_read_interval=0.0,
-                        clock=lambda: now[0], read_behind=False)
+    view = ProviderView(Reads(first, second), max_age=1.0, clock=lambda: now[0],
+                        read_behind=False)
     view.match(vcpus(1))[0].hosts(catalog)
     now[0] = 2.0
     return view.match(vcpus(1))[0].hosts(catalog), view._tables
 
 
-def test_a_whole_read_of_the_same_providers_updates_the_shared_table_instead_of_building_it():
-    hosts, tables = _hosts_after_a_second_whole_read(
+def test_a_read_of_the_same_providers_updates_the_shared_table_instead_of_building_it():
+    hosts, tables = _hosts_after_a_second_read(
         snapshot(('a', 8, 0), ('b', 8, 2)), snapshot(('a', 8, 5), ('b', 8, 2)),
         catalog_of('a', 'b'))
 
@@ -458,8 +468,8 @@ def test_a_whole_read_of_the_same_providers_updates_the_shared_table_instead_of_
     assert (tables.built, tables.updated) == (1, 1)
 
 
-def test_a_whole_read_that_finds_other_providers_builds_the_table_again():
-    hosts, tables = _hosts_after_a_second_whole_read(
+def test_a_read_that_finds_other_providers_builds_the_table_again():
+    hosts, tables = _hosts_after_a_second_read(
         snapshot(('a', 8, 0), ('b', 8, 2)), snapshot(('a', 8, 0), ('c', 8, 1)),
         catalog_of('a', 'b', 'c'))
 
