@@ -311,7 +311,7 @@ class HostTable:
                     [tuple(h.aggregates) for h in hosts], [tuple(h.instances) for h in hosts],
                     [h.instance_info_known for h in hosts],
                     [tuple(column.of_host(h) for column in COLUMNS) for h in hosts])
-        table._hosts = list(hosts)
+        table._hosts = dict(enumerate(hosts))
         for row, host in enumerate(hosts):
             table._follow(row, host)
         return table
@@ -336,24 +336,26 @@ class HostTable:
         # Kept from request to request by its owner, such a table derives each
         # record's values once anyway: through the shared cache, every host of the
         # cloud would also stay in it (18 MB at 50,000 hosts).
-        table._fill_from_catalog(catalog, capacity, used, values_of=record_values)
+        table._fill_from_catalog(catalog, capacity, used, cached=False)
         return table
 
     def _fill_from_catalog(self, catalog: HostData,
                            capacity: Mapping[str, Sequence[int] | np.ndarray],
                            used: Mapping[str, Sequence[int] | np.ndarray], *,
-                           values_of: Callable[[HostRecord], tuple[Any, ...]] | None = None
-                           ) -> None:
+                           cached: bool = True) -> None:
         """Every column, the roots' catalog rows read under one lock; each record's
-        :data:`COLUMNS` values from ``values_of`` (the shared cache by default)."""
+        :data:`COLUMNS` values from the shared cache, or (not ``cached``) derived a
+        column at a time, without a tuple per record."""
         rows = catalog.host_rows(self.roots)
         records = [r[0] for r in rows]
         self._fill(capacity, used, records, [r[1] for r in rows], [r[2] for r in rows],
-                   [r[3] for r in rows], list(map(values_of or self.record_values, records)))
+                   [r[3] for r in rows],
+                   list(map(self.record_values, records)) if cached else None)
         self.num_instances = np.maximum(
             np.array([len(inst) for inst in self.instances], dtype=np.int64),
             self.num_instances)
-        self._hosts: list[HostState | None] = [None] * len(self.roots)
+        # The rows' HostStates built so far (a request builds a few of thousands).
+        self._hosts: dict[int, HostState] = {}
 
     def with_usage(self, capacity: Mapping[str, np.ndarray],
                    used: Mapping[str, np.ndarray]) -> HostTable:
@@ -403,7 +405,7 @@ class HostTable:
     def _copy(self) -> HostTable:
         table = HostTable.__new__(HostTable)
         table.__dict__.update(self.__dict__)
-        table._hosts = [None] * len(self.roots)
+        table._hosts = {}
         table._instance_rows = None
         table._borrowed = set()
         return table
@@ -412,7 +414,9 @@ class HostTable:
               used: Mapping[str, Sequence[int] | np.ndarray],
               records: list[HostRecord], aggregates: list[tuple[Aggregate, ...]],
               instances: list[tuple[str, ...]], instance_info_known: list[bool],
-              values: list[tuple[Any, ...]]) -> None:
+              values: list[tuple[Any, ...]] | None) -> None:
+        """The columns; ``values``: each record's :data:`COLUMNS` values (None: derived
+        from the records here, a column at a time)."""
         n = len(records)
         zeros = [0] * n
         resource_classes = list(dict.fromkeys([*capacity, *used]))
@@ -426,10 +430,16 @@ class HostTable:
         # Columns shared with the table this one was forked from (fork()).
         self._borrowed: set[Any] = set()
         self.instance_info_known = instance_info_known
-        by_column = zip(*values, strict=True) if values else ((),) * len(COLUMNS)
-        for column, column_values in zip(COLUMNS, by_column, strict=True):
-            setattr(self, column.name, list(column_values) if column.dtype is None
-                    else np.array(column_values, dtype=column.dtype))
+        if values is None:
+            for column in COLUMNS:
+                derived = map(column.of_record, records)
+                setattr(self, column.name, list(derived) if column.dtype is None
+                        else np.fromiter(derived, dtype=column.dtype, count=n))
+        else:
+            by_column = zip(*values, strict=True) if values else ((),) * len(COLUMNS)
+            for column, column_values in zip(COLUMNS, by_column, strict=True):
+                setattr(self, column.name, list(column_values) if column.dtype is None
+                        else np.array(column_values, dtype=column.dtype))
         # Distinct supported_instances lists, and each row's.
         self.supported_values = []
         self._supported_codes: dict[tuple, int] = {}
@@ -571,7 +581,7 @@ class HostTable:
     # Objects, only where needed ------------------------------------------------------
     def host(self, row: int) -> HostState:
         """The row's HostState, built on first use and kept."""
-        host = self._hosts[row]
+        host = self._hosts.get(row)
         if host is None:
             host = self._hosts[row] = self._materialise(row)
         return host

@@ -156,12 +156,15 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
             if not np.array_equal(ids, numbers[:, 0]):
                 raise ProviderViewError('the providers changed within one transaction')
         names = _Names(connection)
+        # A chunk at a time, straight from each cursor into the snapshot's columns:
+        # the rows are never all in the worker at once (170,000 inventories and
+        # 300,000 traits at 50,000 providers).
         return ProviderSnapshot.from_columns(
             ids, uuids, numbers[:, 1].copy(), numbers[:, 2].copy(),
-            inventories=names.classes(_fetch_columns(connection, INVENTORIES, 8, np.float64)),
-            usages=names.classes(_fetch_columns(connection, USAGES + USAGES_GROUPING, 3)),
-            traits=names.traits(_fetch_columns(connection, TRAITS, 2, np.int32)),
-            aggregates=names.aggregates(_fetch_columns(connection, AGGREGATES, 2, np.int32)),
+            inventories=map(names.classes, _pieces(connection, INVENTORIES, 8, np.float64)),
+            usages=map(names.classes, _pieces(connection, USAGES + USAGES_GROUPING, 3)),
+            traits=map(names.traits, _pieces(connection, TRAITS, 2, np.int32)),
+            aggregates=map(names.aggregates, _pieces(connection, AGGREGATES, 2, np.int32)),
             marks=marks, previous=previous)
 
     def _marks(self, connection: Any, sqlalchemy: Any,
@@ -322,6 +325,13 @@ def _fetch_uuids(connection: Any) -> tuple[np.ndarray, list[str]]:
     return found[order], [uuids[i] for i in order.tolist()]
 
 
+def _pieces(connection: Any, query: str, width: int,
+            dtype: Any = np.int64) -> Iterator[np.ndarray]:
+    """The rows of ``query`` (numbers only), an array of ``FETCH_CHUNK`` at a time."""
+    for chunk in _chunks(connection, query):
+        yield np.array(chunk, dtype=dtype).reshape(len(chunk), width)
+
+
 def _fetch_columns(connection: Any, query: str, width: int,
                    dtype: Any = np.int64) -> np.ndarray:
     """Every row of ``query`` (numbers only) as one array, filled ``FETCH_CHUNK`` rows
@@ -342,26 +352,22 @@ def _fetch_columns(connection: Any, query: str, width: int,
 
 
 class _Names:
-    """Placement's ids of classes, traits and aggregates -> their names, for one read."""
+    """Placement's ids of classes, traits and aggregates -> their names, for one read
+    (read before any large result, which some drivers must finish before the
+    connection takes another query)."""
 
     def __init__(self, connection: Any):
         self._classes = dict(_fetch(connection, CLASS_NAMES))
-        self._traits: dict[int, str] | None = None
-        self._aggregates: dict[int, str] | None = None
-        self._connection = connection
+        self._traits = dict(_fetch(connection, TRAIT_NAMES))
+        self._aggregates = dict(_fetch(connection, AGGREGATE_UUIDS))
 
     def classes(self, rows: np.ndarray) -> Keyed:
         return _keyed(rows, self._classes)
 
     def traits(self, rows: np.ndarray) -> Keyed:
-        if self._traits is None:
-            self._traits = dict(_fetch(self._connection, TRAIT_NAMES)) if len(rows) else {}
         return _keyed(rows, self._traits)
 
     def aggregates(self, rows: np.ndarray) -> Keyed:
-        if self._aggregates is None:
-            self._aggregates = (dict(_fetch(self._connection, AGGREGATE_UUIDS))
-                                if len(rows) else {})
         return _keyed(rows, self._aggregates)
 
 

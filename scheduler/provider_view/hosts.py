@@ -27,7 +27,7 @@ import numpy as np
 from scheduler.host_state import HostData
 from scheduler.host_table import HostTable, HostView
 from scheduler.provider_view.answer import Overlay, provider_summary
-from scheduler.provider_view.snapshot import ProviderSnapshot
+from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ class SnapshotHosts:
             if rows:
                 table = table.with_rows(rows, catalog)
         if snapshot is not self.snapshot:
-            table = table.with_usage(*_usage_columns(snapshot, self.roots, self.row_of))
+            table = table.with_usage(*_usage_columns(snapshot, self.roots, self.row_of,
+                                                     since=(self.snapshot, table)))
         return replace(self, snapshot=snapshot, catalog_version=version,
                                    table=table)
 
@@ -143,23 +144,41 @@ def _build(snapshot: ProviderSnapshot, catalog: HostData, version: object,
                                      count=len(table)))
 
 
-def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.ndarray
+def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.ndarray, *,
+                   since: tuple[ProviderSnapshot, HostTable] | None = None
                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Capacity and usage per class, summed over each table row's tree."""
+    """Capacity and usage per class, summed over each table row's tree; ``since``: an
+    earlier snapshot of the same providers and its table, whose columns are kept
+    for the classes whose inventories (or usage) did not change (a read of what
+    changed moves a few providers' usage of a few classes)."""
     capacity: dict[str, np.ndarray] = {}
     used: dict[str, np.ndarray] = {}
     for rc, inv in snapshot.inventories.items():
-        rows = row_of[inv.rows]
-        counted = rows >= 0         # not a sharing provider's
-        rows = rows[counted]
-        for columns, values in ((capacity, inv.capacity), (used, inv.used)):
-            column = np.zeros(len(roots), dtype=np.int64)
-            if snapshot.nested:
-                np.add.at(column, rows, values[counted])
-            else:
-                column[rows] = values[counted]
-            columns[rc] = column
+        before = since[0].inventories.get(rc) if since is not None else None
+        if since is not None and before is not None and rc in since[1].capacity and all(
+                a is b for a, b in zip(inv.static_values(), before.static_values(),
+                                       strict=True)):
+            capacity[rc] = since[1].capacity[rc]
+            if before.used is inv.used and rc in since[1].used:
+                used[rc] = since[1].used[rc]
+                continue
+        else:
+            capacity[rc] = _per_row(snapshot, inv, inv.capacity, roots, row_of)
+        used[rc] = _per_row(snapshot, inv, inv.used, roots, row_of)
     return capacity, used
+
+
+def _per_row(snapshot: ProviderSnapshot, inv: Inventory, values: np.ndarray,
+             roots: np.ndarray, row_of: np.ndarray) -> np.ndarray:
+    """``values`` (aligned with ``inv``) summed per table row."""
+    rows = row_of[inv.rows]
+    counted = rows >= 0         # not a sharing provider's
+    column = np.zeros(len(roots), dtype=np.int64)
+    if snapshot.nested:
+        np.add.at(column, rows[counted], values[counted])
+    else:
+        column[rows[counted]] = values[counted]
+    return column
 
 
 _SHARING = 'MISC_SHARES_VIA_AGGREGATE'

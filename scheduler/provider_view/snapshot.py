@@ -83,6 +83,15 @@ class Inventory:
         at = int(np.searchsorted(self.rows, row))
         return at if at < len(self.rows) and self.rows[at] == row else None
 
+    def with_used(self, used: np.ndarray) -> Inventory:
+        """This inventory with other usage; what derives from the inventory alone
+        (capacity, limit) is shared, not computed again."""
+        inventory = replace(self, used=used)
+        for derived in ('capacity', 'limit'):
+            if derived in self.__dict__:
+                inventory.__dict__[derived] = self.__dict__[derived]
+        return inventory
+
     def static_values(self) -> tuple[np.ndarray, ...]:
         """Everything but ``used``: what an inventory write changes."""
         return (self.rows, self.total, self.reserved, self.min_unit, self.max_unit,
@@ -127,39 +136,53 @@ class _Sets:
         self._columns: dict[str, np.ndarray] = {}
 
     @classmethod
-    def from_keyed(cls, n: int, rows: np.ndarray, keyed: Keyed) -> _Sets:
-        sets = cls([()], np.zeros(n, dtype=np.int32))
-        sets._assign(rows, keyed)
+    def from_pieces(cls, ids: np.ndarray, pieces: Iterable[Keyed]) -> _Sets:
+        """The sets of the providers ``ids`` (ascending), from rows of (provider id,
+        name) given a piece at a time."""
+        sets = cls([()], np.zeros(len(ids), dtype=np.int32))
+        sets._assign(np.arange(len(ids)), (_known(ids, keyed) for keyed in pieces))
         return sets
 
     def changed(self, rows: Sequence[int], keyed_rows: np.ndarray, keyed: Keyed) -> _Sets:
         """These sets with ``rows`` holding exactly the names ``keyed`` gives them."""
         sets = _Sets(list(self.values), self.codes.copy())
-        sets.codes[list(rows)] = 0
-        sets._assign(keyed_rows, keyed)
+        targets = np.unique(np.asarray(rows, dtype=np.intp))
+        sets._assign(targets, [(keyed_rows, keyed)])
         return sets
 
-    def _assign(self, rows: np.ndarray, keyed: Keyed) -> None:
-        """``rows`` (aligned with ``keyed``) hold exactly the names ``keyed`` gives them.
+    def _assign(self, targets: np.ndarray, pieces: Iterable[tuple[np.ndarray, Keyed]]
+                ) -> None:
+        """The rows ``targets`` (ascending) hold exactly the names the pieces give
+        them: each piece, rows aligned with its rows of names.
 
-        Each row's set is found as a row of bits (one bit per name the rows hold),
-        and the distinct rows of bits become tuples of names: no Python object per
+        Each row's set is found as a row of bits (one bit per name), and the
+        distinct rows of bits become tuples of names: no Python object per
         provider or per name of a provider (300,000 trait rows at 50,000 providers,
         whose Python copies fragmented a worker's heap at every whole read)."""
-        if not len(rows):
+        if not len(targets):
             return
-        targets, row_at = np.unique(rows, return_inverse=True)
-        present, bit_at = np.unique(keyed.codes, return_inverse=True)
-        bit_at = bit_at.astype(np.uint64)
-        bits = np.zeros((len(targets), (len(present) + 63) // 64), dtype=np.uint64)
-        np.bitwise_or.at(bits, (row_at.ravel(), (bit_at // 64).astype(np.intp)),
-                         np.left_shift(np.uint64(1), bit_at % 64))
+        bit_of: dict[str, int] = {}
+        bits = np.zeros((len(targets), 1), dtype=np.uint64)
+        for rows, keyed in pieces:
+            if not len(rows):
+                continue
+            codes, code_at = np.unique(keyed.codes, return_inverse=True)
+            for code in codes.tolist():
+                bit_of.setdefault(keyed.names[code], len(bit_of))
+            if len(bit_of) > 64 * bits.shape[1]:
+                bits = np.concatenate([bits, np.zeros(
+                    (len(targets), (len(bit_of) + 63) // 64 - bits.shape[1]), dtype=np.uint64)],
+                    axis=1)
+            bit = np.array([bit_of[keyed.names[code]] for code in codes.tolist()],
+                           dtype=np.uint64)[code_at.ravel()]
+            np.bitwise_or.at(bits, (np.searchsorted(targets, rows), (bit // 64).astype(np.intp)),
+                             np.left_shift(np.uint64(1), bit % 64))
+        names = np.array(list(bit_of), dtype=object)
         distinct, which = np.unique(bits, axis=0, return_inverse=True)
         held = np.unpackbits(distinct.astype('<u8').view(np.uint8), axis=1, bitorder='little')
-        names = keyed.names
         code_of_distinct = np.empty(len(distinct), dtype=self.codes.dtype)
         for i, members in enumerate(held):
-            value = tuple(sorted({names[int(c)] for c in present[np.flatnonzero(members)]}))
+            value = tuple(sorted(names[np.flatnonzero(members[:len(names)])]))
             code = self._code_of.get(value)
             if code is None:
                 code = self._code_of[value] = len(self.values)
@@ -326,26 +349,29 @@ class ProviderSnapshot:
 
     @classmethod
     def from_columns(cls, ids: np.ndarray, uuids: list[str], generations: np.ndarray,
-                     parent_ids: np.ndarray, *, inventories: Keyed, usages: Keyed,
-                     traits: Keyed, aggregates: Keyed, marks: object = None,
+                     parent_ids: np.ndarray, *, inventories: Keyed | Iterable[Keyed],
+                     usages: Keyed | Iterable[Keyed], traits: Keyed | Iterable[Keyed],
+                     aggregates: Keyed | Iterable[Keyed], marks: object = None,
                      previous: ProviderSnapshot | None = None) -> ProviderSnapshot:
         """From Placement's rows as columns: per provider its id, uuid, generation and
         parent's id (-1 for none); inventories' values (total, reserved, min_unit,
         max_unit, step_size, allocation_ratio), usages' (sum of used), traits and
-        aggregates (names only). With ``previous`` of the same providers, the new
-        snapshot shares its provider list, index and trees."""
+        aggregates (names only), each whole or a piece at a time (in that order:
+        a reader's pieces may come straight from its cursor, never all at once).
+        With ``previous`` of the same providers, the new snapshot shares its
+        provider list, index and trees."""
         order = np.argsort(ids, kind='stable')
         ids, generations, parent_ids = ids[order], generations[order], parent_ids[order]
         uuids = [uuids[i] for i in order.tolist()]
-        n = len(ids)
         parent_rows, has_parent = _rows_of(ids, parent_ids)
         parent_rows[~has_parent] = -1
         parent_rows = parent_rows.astype(np.intp)
-        columns = _with_usages(_inventories(ids, inventories), ids, usages)
+        columns = _with_usages(_inventories_of_pieces(ids, _pieces(inventories)), ids,
+                               _pieces(usages))
         return cls(ids, uuids, parent_rows=parent_rows,
                    generations=generations,
-                   traits=_Sets.from_keyed(n, *_known(ids, traits)),
-                   aggregates=_Sets.from_keyed(n, *_known(ids, aggregates)),
+                   traits=_Sets.from_pieces(ids, _pieces(traits)),
+                   aggregates=_Sets.from_pieces(ids, _pieces(aggregates)),
                    inventories=columns, marks=marks,
                    providers_of=(previous if previous is not None and _same_providers(
                        ids, uuids, parent_rows, previous) else None))
@@ -441,32 +467,57 @@ def _inventories(ids: np.ndarray, inventories: Keyed, *,
             for rc, of_class, values in _by_class(keyed, rows)}
 
 
-def _with_usages(columns: Mapping[str, Inventory], ids: np.ndarray, usages: Keyed, *,
+def _with_usages(columns: Mapping[str, Inventory], ids: np.ndarray,
+                 usages: Keyed | Iterable[Keyed], *,
                  rows_of: np.ndarray | None = None) -> dict[str, Inventory]:
     """``columns`` where the usage of the providers ``ids`` (ascending; at rows
     ``rows_of``, or at their positions in ``ids`` when None, which must then be every
-    provider) is exactly ``usages``. A class whose usage did not move keeps its
-    arrays. Allocations against a class a provider has no inventory of (removed
-    under them) count nowhere: Placement counts no capacity there either."""
-    at, keyed = _known(ids, usages)
-    rows = at if rows_of is None else rows_of[at]
-    read = {rc: (of_class, values[:, 0].astype(np.int64))
-            for rc, of_class, values in _by_class(keyed, rows)}
-    result = {}
+    provider) is exactly ``usages`` (whole, or a piece at a time). A class whose
+    usage did not move keeps its arrays. Allocations against a class a provider
+    has no inventory of (removed under them) count nowhere: Placement counts no
+    capacity there either."""
+    used: dict[str, np.ndarray] = {}
     for rc, inv in columns.items():
         if rows_of is None:
-            used = np.zeros(len(inv), dtype=np.int64)
+            used[rc] = np.zeros(len(inv), dtype=np.int64)
         else:
             # Only the providers read: the others keep their usage.
-            used = inv.used.copy()
+            used[rc] = inv.used.copy()
             positions, present = inv.locate(rows_of)
-            used[positions[present]] = 0
-        if rc in read:
-            of_class, amounts = read[rc]
-            positions, present = inv.locate(of_class)
-            used[positions[present]] = amounts[present]
-        result[rc] = inv if np.array_equal(used, inv.used) else replace(inv, used=used)
-    return result
+            used[rc][positions[present]] = 0
+    for keyed in _pieces(usages):
+        at, keyed = _known(ids, keyed)
+        rows = at if rows_of is None else rows_of[at]
+        for rc, of_class, values in _by_class(keyed, rows):
+            held = columns.get(rc)
+            if held is not None:
+                positions, present = held.locate(of_class)
+                used[rc][positions[present]] = values[present, 0]
+    return {rc: inv if np.array_equal(used[rc], inv.used) else inv.with_used(used[rc])
+            for rc, inv in columns.items()}
+
+
+def _inventories_of_pieces(ids: np.ndarray, pieces: Iterable[Keyed]) -> dict[str, Inventory]:
+    """:func:`_inventories` of rows given a piece at a time (each piece's kept only as
+    compact as its class's arrays)."""
+    parts: dict[str, list[Inventory]] = {}
+    for keyed in pieces:
+        for rc, inv in _inventories(ids, keyed).items():
+            parts.setdefault(rc, []).append(inv)
+    joined = {}
+    for rc, found in parts.items():
+        if len(found) == 1:
+            joined[rc] = found[0]
+            continue
+        fields = [np.concatenate(arrays) for arrays in zip(
+            *((*inv.static_values(), inv.used) for inv in found), strict=True)]
+        order = np.argsort(fields[0], kind='stable')
+        joined[rc] = Inventory(*(f[order] for f in fields))
+    return joined
+
+
+def _pieces(rows: Keyed | Iterable[Keyed]) -> Iterable[Keyed]:
+    return [rows] if isinstance(rows, Keyed) else rows
 
 
 def _patched(inv: Inventory | None, patch: Inventory | None, rows: np.ndarray) -> Inventory:

@@ -229,8 +229,9 @@ def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
         except Exception as exc:
             raise WeigherError(name, f'{type(exc).__name__}: {exc}') from exc
         if normalized is _ALL_ZERO:
-            # Every host weighs the same: no share to add (0.0 each, as below).
-            score = np.zeros(len(rows), dtype=np.float64)
+            # Every host weighs the same: no share to add (0.0 each, as below), and
+            # nothing to keep per host (a read-only view of one zero).
+            score = np.broadcast_to(np.float64(0.0), rows.shape)
             normalized = score
         else:
             score = multipliers * normalized

@@ -379,6 +379,23 @@ def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
     assert new in snapshot.index
 
 
+def test_a_whole_read_taken_a_few_rows_at_a_time_equals_one_taken_at_once(
+        placement_client, reader, monkeypatch):
+    rng = random.Random(20261127)
+    providers, children = random_cloud(placement_client, rng, 12)
+    for rp in providers[:4]:
+        seed.set_traits(placement_client, rp, rng.sample(TRAITS, 2))
+        seed.set_aggregates(placement_client, rp, rng.sample(AGGREGATES, 2))
+    at_once = reader.read()
+
+    monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
+    in_pieces = reader.read()
+
+    assert state_of(in_pieces) == state_of(at_once)
+    assert in_pieces.nested_classes == at_once.nested_classes
+    assert in_pieces.shared_classes == at_once.shared_classes
+
+
 def test_what_moves_no_generation_is_read_within_a_round_of_slices(placement_client,
                                                                    placement):
     # Aggregates set below microversion 1.19 move no generation: no read of what

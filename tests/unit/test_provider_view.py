@@ -46,6 +46,19 @@ def snapshot(*hosts: tuple[str, int, int], parent_of: dict[str, str] | None = No
         [])
 
 
+def test_each_provider_keeps_its_own_traits_however_many_the_cloud_has():
+    rng = random.Random(5)
+    names = [f'h{i}' for i in range(40)]
+    traits = {n: {f'CUSTOM_T{t}' for t in rng.sample(range(150), rng.randint(0, 8))}
+              for n in names}
+
+    view_snapshot = snapshot(*((n, 8, 0) for n in names), traits=traits)
+
+    assert {n: set(view_snapshot.traits.of(i)) for i, n in enumerate(names)} == traits
+    assert view_snapshot.with_trait('CUSTOM_T149').tolist() == [
+        'CUSTOM_T149' in traits[n] for n in names]
+
+
 def vcpus(amount: int, *, limit: int | None = None) -> AllocationCandidatesQuery:
     return AllocationCandidatesQuery(groups=[RequestGroupQuery(resources={'VCPU': amount})],
                                      limit=limit)
@@ -329,25 +342,37 @@ def test_what_a_request_consumes_stays_in_its_own_fork_of_the_shared_table():
     assert first.table.failed_builds is second.table.failed_builds
 
 
-def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_it_changed():
+def _view_whose_second_read_changes_a(vcpu_total: int, usages: list) -> tuple[ProviderView,
+                                                                             list[float]]:
+    """A view of hosts a and b (8 VCPUs each, b using 2) whose second read, of what
+    changed, finds a with ``vcpu_total`` VCPUs and the usage rows ``usages`` (its
+    generation moved); and the view's clock, to move past max_age."""
     now = [0.0]
     first = snapshot(('a', 8, 0), ('b', 8, 2))
-    # A read of what changed since: a's usage moved (its generation with it).
     second = first.with_changes(
         first.generations + [1, 0], [1],
-        inventories=[(1, rc, total, 0, 1, total, 1, 1.0)
-                     for rc, total in (('VCPU', 8), ('MEMORY_MB', 65536), ('DISK_GB', 1000))],
-        usages=[(1, 'VCPU', 6)], usages_of_all=False, traits=[], aggregates=[], marks=None)
-    view = ProviderView(Reads(first, second), max_age=1.0, clock=lambda: now[0],
-                        read_behind=False)
+        inventories=[(1, rc, total, 0, 1, total, 1, 1.0) for rc, total in (
+            ('VCPU', vcpu_total), ('MEMORY_MB', 65536), ('DISK_GB', 1000))],
+        usages=usages, usages_of_all=False, traits=[], aggregates=[], marks=None)
+    return ProviderView(Reads(first, second), max_age=1.0, clock=lambda: now[0],
+                        read_behind=False), now
+
+
+def test_the_shared_table_takes_new_usage_from_a_read_and_the_catalog_only_when_it_changed():
+    view, now = _view_whose_second_read_changes_a(8, [(1, 'VCPU', 6)])
     catalog = catalog_of('a', 'b')
-    view.match(vcpus(1))[0].hosts(catalog)
+    before = view.match(vcpus(1))[0].hosts(catalog).table
     now[0] = 2.0
 
     hosts = view.match(vcpus(1))[0].hosts(catalog)
 
     assert [h.used['VCPU'] for h in hosts] == [6, 2]
     assert (view._tables.built, view._tables.updated) == (1, 1)
+    # Only the columns of what moved are new.
+    after = hosts.table
+    assert after.column('VCPU', 'used') is not before.column('VCPU', 'used')
+    assert after.column('VCPU', 'capacity') is before.column('VCPU', 'capacity')
+    assert after.column('MEMORY_MB', 'used') is before.column('MEMORY_MB', 'used')
     # Instances on one host: that host's row is read again, the table kept.
     catalog.update_instance_info('a', ['i-1'])
     hosts = view.match(vcpus(1))[0].hosts(catalog)
@@ -445,6 +470,21 @@ def test_a_change_older_than_what_the_catalog_remembers_is_not_named(monkeypatch
 
     assert catalog.changed_hosts_since(start) is None
     assert catalog.changed_hosts_since(start + 1) == {'a', 'b'}
+
+
+def test_a_read_that_moves_an_inventory_gives_the_shared_table_its_new_capacity():
+    view, now = _view_whose_second_read_changes_a(16, [])
+    catalog = catalog_of('a', 'b')
+    view.match(vcpus(1))[0].hosts(catalog)
+    now[0] = 2.0
+
+    hosts = view.match(vcpus(1))[0].hosts(catalog)
+
+    # The columns filters and weighers read, and the hosts built from the snapshot.
+    assert hosts.table.column('VCPU', 'capacity').tolist() == [16, 8]
+    assert hosts.table.column('VCPU', 'used').tolist() == [0, 2]
+    assert [h.capacity['VCPU'] for h in hosts] == [16, 8]
+    assert (view._tables.built, view._tables.updated) == (1, 1)
 
 
 def _hosts_after_a_second_read(first: ProviderSnapshot, second: ProviderSnapshot,
