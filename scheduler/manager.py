@@ -55,6 +55,7 @@ from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.hosts import HostBuilder
 from scheduler.pipeline.placement_query import PlacementQuery
+from scheduler.pipeline.spread import Spread
 from scheduler.provider_view.view import ProviderView
 from scheduler.request.filters import AggregateSource, RequestFilter
 from scheduler.weights.base import BaseHostWeigher
@@ -74,7 +75,8 @@ class SchedulerManager:
                  request_filter_sources: AggregateSource | None = None,
                  refresh_service_states: Callable[[], None] | None = None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None,
-                 provider_view: ProviderView | None = None):
+                 provider_view: ProviderView | None = None,
+                 spread: Spread | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -111,10 +113,12 @@ class SchedulerManager:
             # nodes per request.
             refresh_service_states=refresh_service_states or (lambda: None),
             refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None))
-        self.ranking = Ranking(conf, filters, weighers, self.rng)
+        # Which near-best hosts this worker tries first, and its claims in flight.
+        self.ranking = Ranking(conf, filters, weighers, self.rng, spread)
         self.claiming = Claiming(
             conf, self.claimer, self.cleanups, self.group_check,
-            on_capacity_refused=provider_view.refused if provider_view is not None else None)
+            on_capacity_refused=provider_view.refused if provider_view is not None else None,
+            spread=spread)
 
     # ------------------------------------------------------------------ request
     @overload

@@ -22,6 +22,7 @@ from scheduler.conf.placement import load_client
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
 from scheduler.pipeline.claimer import PendingCleanups
+from scheduler.pipeline.spread import Spread
 from scheduler.request.filters import load_request_filters
 from scheduler.request.routed_networks import RoutedNetworkSources
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
@@ -99,7 +100,11 @@ class SchedulerService:
                                         refresh_compute_nodes=(
                                             self.cell_db_sync.fresh_nodes
                                             if self.cell_db_sync is not None else None),
-                                        provider_view=provider_view_from_conf(conf))
+                                        provider_view=provider_view_from_conf(conf),
+                                        # One lane per worker of this service: its
+                                        # workers' concurrent claims keep apart.
+                                        spread=Spread(worker_index,
+                                                      max(conf.scheduler.workers, 1)))
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

@@ -99,8 +99,11 @@ nova_opts = [
                       'does for exact ties. Schedulers that decide at the same moment from '
                       'the same state (several workers, the provider view) otherwise all '
                       'claim the same best host and all but one are refused by Placement. '
-                      'A chosen host is never more than this fraction worse than the best. '
-                      '0, the default: Nova\'s ordering.'),
+                      'Among those hosts each worker tries its own share of them first '
+                      '(by host uuid, one share per worker of the service) and the hosts '
+                      'its own claims are in flight on last. A chosen host is never more '
+                      'than this fraction worse than the best. 0, the default: Nova\'s '
+                      'ordering.'),
     cfg.BoolOpt('retry_without_limit', default=True,
                 help='When Placement\'s answer was cut at ``max_placement_results`` and no '
                      'host of it could be chosen (filters Placement cannot express, such as '

@@ -13,6 +13,7 @@ all-or-nothing rule (doc/design.md#claims-all-or-nothing).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from scheduler.pipeline.group_check import (
     GroupClaimCheck,
     GroupRaceLost,
 )
+from scheduler.pipeline.spread import Spread
 
 LOG = logging.getLogger(__name__)
 
@@ -52,13 +54,16 @@ class Claiming:
     def __init__(self, conf: cfg.ConfigOpts, claimer: claims_mod.Claimer,
                  cleanups: claims_mod.PendingCleanups,
                  group_check: GroupClaimCheck,
-                 on_capacity_refused: Callable[[], None] | None = None):
+                 on_capacity_refused: Callable[[], None] | None = None,
+                 spread: Spread | None = None):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
         self.group_check = group_check
         #: Told when Placement refused a claim for capacity (the provider view reads again).
         self.on_capacity_refused = on_capacity_refused
+        #: Told which hosts this worker's claims are in flight on (pipeline/spread.py).
+        self.spread = spread
 
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
@@ -80,44 +85,61 @@ class Claiming:
                 return Placed(instance_uuid, host, fitting[0])
             # Claims are made only for the instance uuids the caller gave.
             assert instance_uuid is not None
-            for alloc_req in fitting[:per_host]:
-                try:
-                    made = self.claimer.claim(instance_uuid, alloc_req, project_id=project_id,
-                                              user_id=user_id,
-                                              microversion=ALLOCATION_CANDIDATES_MICROVERSION,
-                                              request_id=context.global_id, known=known)
-                except claims_mod.ClaimFailed as e:
-                    known = e.known
-                    attempt.claim_failures[e.reason] += 1
-                    if e.reason == claims_mod.CAPACITY_EXCEEDED and self.on_capacity_refused:
-                        self.on_capacity_refused()
-                    LOG.debug('claim of %s on %s failed: %s', instance_uuid, host.host, e)
-                    continue
-                except pexc.PlacementUnavailable as e:
-                    self._forget_lost_claim(context, instance_uuid, alloc_req, known,
-                                            project_id=project_id, user_id=user_id)
-                    log_placement_failure(context, 'claim', e)
-                    raise exc.NoValidHost(reason=f'Placement unreachable after {e.attempts} '
-                                                 f'attempts while claiming '
-                                                 f'({placement_failure(e)})') from e
-                except pexc.PlacementError as e:
-                    attempt.claim_failures[f'Placement error {e.status}'] += 1
-                    LOG.warning('claim of %s on %s: %s', instance_uuid, host.host, short(e))
-                    continue
-                try:
-                    self.group_check.after_claim(spec, made, host=host.host,
-                                                 providers=host.tree_providers,
-                                                 request_id=context.global_id)
-                except GroupRaceLost as e:
-                    attempt.claim_failures[e.reason] += 1
-                    known = None  # the undo changed the consumer; the next claim re-learns it
-                    break  # a sibling of the group holds this host: try the next host
-                except GroupCheckFailed as e:
-                    LOG.warning('request %s: %s', context.request_id, e)
-                    raise exc.NoValidHost(reason=CHECK_FAILED_REASON) from e
-                attempt.claimed_host = host.host
-                return Placed(instance_uuid, host, alloc_req, made)
+            with (self.spread.claiming(host.uuid) if self.spread is not None
+                  else contextlib.nullcontext()):
+                placed, known = self._claim_on(context, spec, host, fitting[:per_host],
+                                               instance_uuid, attempt, project_id=project_id,
+                                               user_id=user_id, known=known)
+            if placed is not None:
+                return placed
         return None
+
+    def _claim_on(self, context: RequestContext, spec: RequestSpec, host: HostState,
+                  candidates: Sequence[AllocationRequest], instance_uuid: str,
+                  attempt: InstanceAttempt, *, project_id: str | None, user_id: str | None,
+                  known: ConsumerAllocations | None
+                  ) -> tuple[Placed | None, ConsumerAllocations | None]:
+        """The instance placed on ``host`` with the first of ``candidates`` Placement
+        accepts, or None; and what the claims learnt about the consumer."""
+        for alloc_req in candidates:
+            try:
+                made = self.claimer.claim(instance_uuid, alloc_req, project_id=project_id,
+                                          user_id=user_id,
+                                          microversion=ALLOCATION_CANDIDATES_MICROVERSION,
+                                          request_id=context.global_id, known=known)
+            except claims_mod.ClaimFailed as e:
+                known = e.known
+                attempt.claim_failures[e.reason] += 1
+                if e.reason == claims_mod.CAPACITY_EXCEEDED and self.on_capacity_refused:
+                    self.on_capacity_refused()
+                LOG.debug('claim of %s on %s failed: %s', instance_uuid, host.host, e)
+                continue
+            except pexc.PlacementUnavailable as e:
+                self._forget_lost_claim(context, instance_uuid, alloc_req, known,
+                                        project_id=project_id, user_id=user_id)
+                log_placement_failure(context, 'claim', e)
+                raise exc.NoValidHost(reason=f'Placement unreachable after {e.attempts} '
+                                             f'attempts while claiming '
+                                             f'({placement_failure(e)})') from e
+            except pexc.PlacementError as e:
+                attempt.claim_failures[f'Placement error {e.status}'] += 1
+                LOG.warning('claim of %s on %s: %s', instance_uuid, host.host, short(e))
+                continue
+            try:
+                self.group_check.after_claim(spec, made, host=host.host,
+                                             providers=host.tree_providers,
+                                             request_id=context.global_id)
+            except GroupRaceLost as e:
+                attempt.claim_failures[e.reason] += 1
+                # The undo changed the consumer; the next claim re-learns it. A sibling
+                # of the group holds this host: try the next host.
+                return None, None
+            except GroupCheckFailed as e:
+                LOG.warning('request %s: %s', context.request_id, e)
+                raise exc.NoValidHost(reason=CHECK_FAILED_REASON) from e
+            attempt.claimed_host = host.host
+            return Placed(instance_uuid, host, alloc_req, made), known
+        return None, known
 
     def rollback(self, context: RequestContext, placed: Sequence[Placed]) -> None:
         """Undo every claim in ``placed`` (now, or later if Placement is away)."""

@@ -24,6 +24,7 @@ from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.claim import Placed, consume
 from scheduler.pipeline.filtering import filter_hosts
 from scheduler.pipeline.ordering import order_hosts
+from scheduler.pipeline.spread import Spread
 from scheduler.pipeline.weighing import weigh
 from scheduler.weights.base import BaseHostWeigher
 
@@ -40,6 +41,8 @@ class Ranking:
     filters: Sequence[BaseHostFilter]
     weighers: Sequence[BaseHostWeigher]
     rng: random.Random
+    #: Which near-best hosts this worker tries first (pipeline/spread.py); None: any.
+    spread: Spread | None = None
 
     def sorted_hosts(self, spec: RequestSpec, hosts: HostView, index: int,
                      attempt: InstanceAttempt, *, rebuild: bool = False) -> HostView:
@@ -54,7 +57,8 @@ class Ranking:
         return order_hosts(weighed, host_subset_size=fs.host_subset_size,
                            shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
                            near_best_tolerance=self.conf.scheduler.near_best_weight_tolerance,
-                           rng=self.rng)
+                           rng=self.rng,
+                           precedence=self.spread.precedence if self.spread else None)
 
 
 @dataclass

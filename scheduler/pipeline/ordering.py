@@ -17,16 +17,19 @@ from scheduler.objects.spec import RequestSpec
 
 def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
                 shuffle_best_same_weighed_hosts: bool, rng: random.Random,
-                near_best_tolerance: float = 0.0) -> HostView:
+                near_best_tolerance: float = 0.0,
+                precedence: Callable[[Sequence[str]], np.ndarray] | None = None) -> HostView:
     """Nova's ordering (``SchedulerManager._get_sorted_hosts``): ``weighed`` is
     sorted, best first (a :class:`~scheduler.host_table.WeighedView`; a list
     becomes one).
 
     Optionally shuffle the hosts tied at the top weight (with
-    ``near_best_tolerance``, every host within that fraction of the best weight),
-    then move one host picked at random from the first ``host_subset_size`` to
-    the front; the rest keep their order. Only that head is worked out here: the
-    rest of the order is read from the weighed view as far as the claim loop walks.
+    ``near_best_tolerance``, every host within that fraction of the best weight,
+    and ``precedence`` of their uuids, lower first, before the shuffled order:
+    :mod:`.spread`), then move one host picked at random from the first
+    ``host_subset_size`` to the front; the rest keep their order. Only that head is
+    worked out here: the rest of the order is read from the weighed view as far as
+    the claim loop walks.
     """
     weighed = as_weighed_view(weighed)
     if not len(weighed):
@@ -35,6 +38,10 @@ def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
     if shuffle_best_same_weighed_hosts or near_best_tolerance > 0:
         head = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
         rng.shuffle(head)
+        if precedence is not None and near_best_tolerance > 0 and len(head) > 1:
+            roots = weighed.table.roots
+            first = precedence([roots[row] for row in head])
+            head = [head[i] for i in np.argsort(first, kind='stable').tolist()]
     subset = min(max(host_subset_size, 1), len(weighed))
     if subset > 1:
         if len(head) < subset:

@@ -1,0 +1,150 @@
+"""Concurrent decisions kept apart among the near-best hosts (scheduler/pipeline/spread.py).
+
+Workers deciding from the same state agree on the best hosts; two claims on one
+provider at once make Placement refuse one. Within the near-best tolerance, and
+only there, a worker tries its own lane of hosts first and the hosts its own
+claims are in flight on last.
+"""
+from __future__ import annotations
+
+import collections
+import random
+import threading
+
+import pytest
+
+from scheduler.pipeline import claimer as claims_mod
+from scheduler.pipeline.claim import Claiming
+from scheduler.pipeline.group_check import GroupClaimCheck
+from scheduler.pipeline.ordering import order_hosts
+from scheduler.pipeline.spread import IN_FLIGHT, OTHER_LANE, OWN_LANE, Spread, lane_of
+from tests.builders import make_conf, make_host, make_spec, uuid_for
+from tests.unit.test_ordering import weighed
+
+
+def test_a_host_s_lane_is_the_same_in_every_worker_and_lanes_share_the_hosts():
+    uuids = [uuid_for(f'host-{i}') for i in range(400)]
+    lanes = [lane_of(u, 4) for u in uuids]
+
+    assert lanes == [lane_of(u, 4) for u in uuids]
+    assert all(70 <= lanes.count(lane) <= 130 for lane in range(4))
+
+
+def test_a_worker_tries_its_own_lane_then_the_others_then_its_claims_in_flight():
+    spread = Spread(lane=1, lanes=2)
+    uuids = [uuid_for(f'host-{i}') for i in range(20)]
+    busy = next(u for u in uuids if lane_of(u, 2) == 1)
+
+    with spread.claiming(busy):
+        during = spread.precedence(uuids).tolist()
+    after = spread.precedence(uuids).tolist()
+
+    assert during[uuids.index(busy)] == IN_FLIGHT
+    assert after == [OWN_LANE if lane_of(u, 2) == 1 else OTHER_LANE for u in uuids]
+
+
+def near_best_fronts(spread: Spread | None, weights: list[float], tolerance: float,
+                     seeds: int = 60) -> list[str]:
+    """The host each of ``seeds`` decisions tries first."""
+    return [order_hosts(weighed(*weights), host_subset_size=1,
+                        shuffle_best_same_weighed_hosts=False, near_best_tolerance=tolerance,
+                        rng=random.Random(seed),
+                        precedence=spread.precedence if spread else None)[0].host
+            for seed in range(seeds)]
+
+
+def test_two_workers_front_hosts_of_their_own_lanes_among_the_near_best():
+    weights = [1.0, 0.999, 0.998, 0.997, 0.996, 0.995, 0.994, 0.993, 0.5]
+    hosts = weighed(*weights)
+    lane = {h.host.host: lane_of(h.host.uuid, 2) for h in hosts}
+    assert set(list(lane.values())[:8]) == {0, 1}     # both lanes are near the best
+
+    first = set(near_best_fronts(Spread(0, 2), weights, 0.01))
+    second = set(near_best_fronts(Spread(1, 2), weights, 0.01))
+
+    assert first and second and not first & second
+    assert all(lane[h] == 0 for h in first) and all(lane[h] == 1 for h in second)
+    assert 'h8' not in first | second      # nothing beyond the tolerance comes forward
+
+
+def test_a_worker_whose_lane_has_no_near_best_host_takes_the_others():
+    weights = [1.0, 0.5, 0.4]
+    lane_of_best = lane_of(weighed(*weights)[0].host.uuid, 2)
+
+    fronts = set(near_best_fronts(Spread(1 - lane_of_best, 2), weights, 0.01))
+
+    assert fronts == {'h0'}
+
+
+def test_without_a_tolerance_the_order_is_nova_s_whatever_the_lanes():
+    weights = [1.0, 0.999, 0.998]
+
+    assert set(near_best_fronts(Spread(1, 2), weights, 0.0)) == {'h0'}
+
+
+class _ClaimerWatchingTheSpread:
+    """A claimer that notes what the spread says of the host while its claim is made."""
+
+    def __init__(self, spread: Spread, fail_first: int):
+        self.spread, self.fail_first, self.seen = spread, fail_first, []
+
+    def claim(self, instance_uuid, alloc_req, **kwargs):
+        [root] = alloc_req.allocations
+        self.seen.append(int(self.spread.precedence([root])[0]))
+        if len(self.seen) <= self.fail_first:
+            raise claims_mod.ClaimFailed('concurrent updates', 'refused')
+        return claims_mod.Claim(instance_uuid, alloc_req.allocations, 1, 'p', 'u')
+
+
+@pytest.mark.parametrize('fail_first', [0, 1])
+def test_a_claim_is_in_flight_while_it_is_made_and_not_after(fail_first):
+    spread = Spread(lane=0, lanes=1)
+    hosts = [make_host(f'h{i}') for i in range(2)]      # one candidate each, on its root
+    claimer = _ClaimerWatchingTheSpread(spread, fail_first)
+    conf = make_conf()
+    claiming = Claiming(conf, claimer, cleanups=None,
+                        group_check=GroupClaimCheck(None, None),   # no group: never asks
+                        spread=spread)
+
+    placed = claiming.claim_first(_Context(), make_spec(vcpus=1), hosts, 'instance-1',
+                                  _Attempt(), claim=True)
+
+    assert placed.host is hosts[fail_first]
+    assert claimer.seen == [IN_FLIGHT] * (fail_first + 1)
+    assert spread.precedence([h.uuid for h in hosts]).tolist() == [OWN_LANE, OWN_LANE]
+
+
+def test_claims_in_flight_are_counted_per_host_across_threads():
+    spread = Spread(lane=0, lanes=1)
+    uuid = uuid_for('h')
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def claim():
+        with spread.claiming(uuid):
+            inside.wait()
+            release.wait()
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    release.set()
+    for t in threads:
+        t.join()
+
+    assert spread.precedence([uuid]).tolist() == [OWN_LANE]
+
+
+class _Context:
+    project_id = user_id = 'p'
+    global_id = request_id = 'req-spread'
+
+
+class _Attempt:
+    def __init__(self):
+        self.claim_failures = collections.Counter()
+        self.claimed_host = None
+
+
+def test_a_lane_outside_the_lanes_is_refused():
+    with pytest.raises(ValueError):
+        Spread(lane=2, lanes=2)
