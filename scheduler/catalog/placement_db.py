@@ -335,9 +335,9 @@ def _pieces(connection: Any, query: str, width: int,
 def _fetch_columns(connection: Any, query: str, width: int,
                    dtype: Any = np.int64) -> np.ndarray:
     """Every row of ``query`` (numbers only) as one array, filled ``FETCH_CHUNK`` rows
-    at a time: counted first, so that the rows (300,000 traits, 170,000 inventories
-    at 50,000 providers) are never held twice, as chunks and as their concatenation.
-    The transaction is repeatable-read, so the count is the number of rows."""
+    at a time: counted first, so that the rows (every provider's numbers) are never
+    held twice, as chunks and as their concatenation. The transaction is
+    repeatable-read, so the count is the number of rows."""
     [(count,)] = _fetch(connection, f'SELECT COUNT(*) FROM ({query}) counted')
     rows = np.empty((int(count), width), dtype=dtype)
     filled = 0

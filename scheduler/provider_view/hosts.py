@@ -68,8 +68,7 @@ class SnapshotHosts:
         if snapshot is not self.snapshot:
             table = table.with_usage(*_usage_columns(snapshot, self.roots, self.row_of,
                                                      since=(self.snapshot, table)))
-        return replace(self, snapshot=snapshot, catalog_version=version,
-                                   table=table)
+        return replace(self, snapshot=snapshot, catalog_version=version, table=table)
 
     def view(self, matching: np.ndarray, resources: Mapping[str, int],
              overlay: Overlay) -> HostView:
