@@ -80,7 +80,9 @@ nova_opts = [
     cfg.FloatOpt('provider_view_max_age', default=1.0, min=0.0, max=300.0,
                  help='How old, in seconds, the provider view may be when a request is '
                       'answered from it; older, it is read again (what changed since) on a '
-                      'thread of its own while requests go on with the one they have. A '
+                      'thread of its own while requests go on with the one they have, or '
+                      'before the request decides when the worker answered no other '
+                      'request for that long. A '
                       'claim refused for capacity also starts a read. The worker\'s own '
                       'claims are added to it between reads.'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,

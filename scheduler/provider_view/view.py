@@ -3,8 +3,9 @@
 A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
 (another scheduler got there first), is read again on a thread while requests go
 on with it: what changed since (the reader knows how, and reads every provider
-again from time to time). One older than twice ``max_age`` (the worker sat
-idle) is read before the request decides.
+again from time to time). A request that finds it older than ``max_age`` waits
+for the read instead when the worker answered no other request for ``max_age``
+(nothing queues behind a read then), or when it is older than twice ``max_age``.
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -92,6 +93,8 @@ class ProviderView:
         self._read_lock = threading.Lock()
         self._snapshot: ProviderSnapshot | None = None
         self._read_at = float('-inf')
+        # When the last request asked (whether the worker is busy).
+        self._asked_at = float('-inf')
         self._stale = False
         self._reading = False
         self._overlay: dict[str, dict[str, int]] = {}
@@ -149,18 +152,20 @@ class ProviderView:
     def _current(self) -> tuple[ProviderSnapshot, dict[str, dict[str, int]]]:
         with self._lock:
             snapshot = self._snapshot
+            now = self._clock()
+            busy, self._asked_at = now - self._asked_at <= self.max_age, now
             if snapshot is not None and not self._stale:
-                age = self._clock() - self._read_at
+                age = now - self._read_at
                 if age <= self.max_age or self._reading:
                     return snapshot, self._overlay_copy()
-                if self._read_behind and age <= 2 * self.max_age:
+                if self._read_behind and busy and age <= 2 * self.max_age:
                     self._start_read_behind()
                     return snapshot, self._overlay_copy()
-            # The first read, one after a failed read behind, one after the worker
-            # sat idle (a snapshot over twice max_age old: a read of what changed is
-            # cheap, deciding from the old one would weigh other schedulers' latest
-            # hosts as if they were empty), or any read without read_behind: the
-            # requests wait for it.
+            # The first read, one after a failed read behind, one for a worker that sat
+            # idle (no request for max_age, or a snapshot over twice max_age old: a
+            # read of what changed is cheap, and no request queues behind it; deciding
+            # from the old view would weigh other schedulers' latest hosts as if they
+            # were empty), or any read without read_behind: the request waits for it.
             started = self._clock()
             self._install(self._read(), started, {})
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]

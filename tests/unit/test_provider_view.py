@@ -145,8 +145,10 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
         return reads()
     view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
     view.match(vcpus(1))
+    now[0] = 0.6
+    view.match(vcpus(1))              # the worker is busy: a request every 0.6 s
 
-    now[0] = 2.0
+    now[0] = 1.2
     found, _ = view.match(vcpus(1))   # does not wait
     assert hosts_of(found) == {uuid_for('a')}
     view.claimed([{uuid_for('b'): {'VCPU': 8}}])      # kept while the read is under way
@@ -176,14 +178,30 @@ def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on
     assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
 
 
+def test_a_worker_that_answered_no_request_for_max_age_reads_before_it_decides():
+    # Under twice max_age old, but nothing else asked since: no request queues behind
+    # the read, and the other schedulers' claims of the last second count.
+    now = [0.0]
+    reads = Reads(snapshot(('a', 8, 0), ('b', 8, 0)), snapshot(('a', 8, 8), ('b', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
+    view.match(vcpus(1))
+    now[0] = 1.5
+
+    found, _ = view.match(vcpus(1))
+
+    assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
+
+
 def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
     now = [0.0]
     reads = Reads(snapshot(('a', 8, 0)), ProviderViewError('OperationalError: gone'),
                   ProviderViewError('OperationalError: gone'), snapshot(('b', 8, 0)))
     view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
     view.match(vcpus(1))
-    now[0] = 2.0
-    view.match(vcpus(1))     # starts the read behind
+    now[0] = 0.6
+    view.match(vcpus(1))
+    now[0] = 1.2
+    view.match(vcpus(1))     # starts the read behind (the worker is busy)
     for _ in range(200):
         if reads.count == 2 and view._stale:
             break
