@@ -168,6 +168,10 @@ class ProviderView:
             # were empty), or any read without read_behind: the request waits for it.
             started = self._clock()
             self._install(self._read(), started, {})
+            # The requests that queued behind this read find the worker busy: a read
+            # longer than max_age (50,000 providers under load) must not make each of
+            # them read again in turn.
+            self._asked_at = self._clock()
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]
 
     def _read(self) -> ProviderSnapshot:

@@ -183,6 +183,30 @@ def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on
     assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
 
 
+def test_a_read_longer_than_max_age_does_not_make_the_next_request_wait_for_another():
+    # The request that read found the worker idle; the ones queued behind it did not
+    # sit idle, they waited for it.
+    now = [0.0]
+    later_reads_may_end = threading.Event()
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
+
+    def slow_read(previous: ProviderSnapshot | None = None, *,
+                  whole: bool = False) -> ProviderSnapshot:
+        if reads.count == 0:
+            now[0] += 1.5
+        else:
+            assert later_reads_may_end.wait(10)
+        return reads()
+    view = ProviderView(slow_read, max_age=1.0, clock=lambda: now[0])
+    view.match(vcpus(1))                # reads from 0 to 1.5 s
+    now[0] = 1.6
+
+    found, _ = view.match(vcpus(1))     # does not wait: the next read goes on behind it
+
+    later_reads_may_end.set()
+    assert used(found, 'a') == 0
+
+
 def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
     now = [0.0]
     reads = Reads(snapshot(('a', 8, 0)), ProviderViewError('OperationalError: gone'),
