@@ -103,8 +103,8 @@ class SchedulerService:
                                         provider_view=provider_view_from_conf(conf),
                                         # One lane per worker of this service: its
                                         # workers' concurrent claims keep apart.
-                                        spread=Spread(worker_index,
-                                                      max(conf.scheduler.workers, 1)))
+                                        spread=Spread.of_worker(worker_index,
+                                                                conf.scheduler.workers))
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

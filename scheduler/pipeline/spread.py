@@ -40,6 +40,13 @@ def lane_of(provider_uuid: str, lanes: int) -> int:
 class Spread:
     """One worker's lane, and the hosts its claims are in flight on (thread-safe)."""
 
+    @classmethod
+    def of_worker(cls, index: int, workers: int | None) -> Spread:
+        """Worker ``index`` of ``[scheduler] workers``: 0 means one worker (nova.conf's
+        meaning), and so does None (Nova's own option, when the service runs on a
+        configuration Nova registered, as in Nova's functional tests)."""
+        return cls(index, workers or 1)
+
     def __init__(self, lane: int, lanes: int):
         if not 0 <= lane < max(lanes, 1):
             raise ValueError(f'lane {lane} of {lanes}')

@@ -148,3 +148,13 @@ class _Attempt:
 def test_a_lane_outside_the_lanes_is_refused():
     with pytest.raises(ValueError):
         Spread(lane=2, lanes=2)
+
+
+@pytest.mark.parametrize('workers, lanes', [(4, 4), (1, 1), (0, 1), (None, 1)],
+                         ids=['four', 'one', 'zero means one', "Nova's option unset"])
+def test_a_service_has_as_many_lanes_as_workers(workers, lanes):
+    # [scheduler] workers is None when the service runs on a configuration Nova
+    # registered (Nova's functional tests), and nova.conf allows 0: one worker each.
+    spread = Spread.of_worker(0, workers)
+
+    assert spread.lanes == lanes and spread.lane == 0
