@@ -38,6 +38,20 @@ def test_an_operators_own_green_dns_setting_wins():
     assert _imported_by_the_entry_point(env)[0] == 'no'
 
 
+def test_the_entry_point_serves_on_threads_and_never_imports_eventlet_itself():
+    done = subprocess.run(
+        [sys.executable, '-c',
+         'import sys, scheduler.cmd.service, scheduler.service; '
+         'from oslo_service import backend; '
+         'print(backend.get_backend_type().value, "eventlet" in sys.modules); '
+         'import eventlet; print(eventlet.__name__)'],
+        env={**os.environ, 'PYTHONPATH': str(REPO)}, cwd=REPO,
+        capture_output=True, text=True, check=True)
+
+    # Importable again afterwards: a Nova-style plugin that imports Nova needs it.
+    assert done.stdout.split() == ['threading', 'False', 'eventlet']
+
+
 def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_before_calls(
         monkeypatch):
     events: list[str] = []
