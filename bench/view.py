@@ -349,7 +349,8 @@ class Options:
     clients: int = DEFAULT_CLIENTS
     seconds: float = DEFAULT_SECONDS
     warmup: float = DEFAULT_WARMUP
-    max_age: float = 1.0
+    #: [scheduler] provider_view_max_age's default
+    max_age: float = 0.25
     near_best: float = 0.01
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO

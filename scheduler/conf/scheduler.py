@@ -77,7 +77,7 @@ nova_opts = [
                      'view\'s); other queries, NUMA and PCI requests, moves, and a query no '
                      'host of the view fits go to Placement as before '
                      '(``scheduler_provider_view_queries_total`` says which and why).'),
-    cfg.FloatOpt('provider_view_max_age', default=1.0, min=0.0, max=300.0,
+    cfg.FloatOpt('provider_view_max_age', default=0.25, min=0.0, max=300.0,
                  help='How old, in seconds, the provider view may be when a request is '
                       'answered from it; older, it is read again (what changed since) on a '
                       'thread of its own while requests go on with the one they have, or '
