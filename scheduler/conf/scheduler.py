@@ -82,7 +82,7 @@ nova_opts = [
                       'answered from it; older, it is read again (what changed since) on a '
                       'thread of its own while requests go on with the one they have, or '
                       'before the request decides when the worker answered no other '
-                      'request for that long. A '
+                      'request for that long, nor for as long as its last read took. A '
                       'claim refused for capacity also starts a read. The worker\'s own '
                       'claims are added to it between reads.'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,

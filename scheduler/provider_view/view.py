@@ -4,8 +4,10 @@ A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
 (another scheduler got there first), is read again on a thread while requests go
 on with it: what changed since (the reader knows how, and reads every provider
 again from time to time). A request that finds it older than ``max_age`` waits
-for the read instead when the worker answered no other request for ``max_age``
-(nothing queues behind a read then), or when it is older than twice ``max_age``.
+for the read instead when the worker sat idle: it answered no other request for
+``max_age``, nor for as long as its last read took (nothing queues behind a read
+then; at 50,000 providers a read outlasts a ``max_age`` of a fraction of a second,
+and the requests that come meanwhile would).
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -93,8 +95,10 @@ class ProviderView:
         self._read_lock = threading.Lock()
         self._snapshot: ProviderSnapshot | None = None
         self._read_at = float('-inf')
-        # When the last request asked (whether the worker is busy).
+        # When the last request asked, and how long the last read took (whether the
+        # worker is busy).
         self._asked_at = float('-inf')
+        self._read_took = 0.0
         self._stale = False
         self._reading = False
         self._overlay: dict[str, dict[str, int]] = {}
@@ -153,19 +157,19 @@ class ProviderView:
         with self._lock:
             snapshot = self._snapshot
             now = self._clock()
-            busy, self._asked_at = now - self._asked_at <= self.max_age, now
+            busy = now - self._asked_at <= max(self.max_age, self._read_took)
+            self._asked_at = now
             if snapshot is not None and not self._stale:
                 age = now - self._read_at
                 if age <= self.max_age or self._reading:
                     return snapshot, self._overlay_copy()
-                if self._read_behind and busy and age <= 2 * self.max_age:
+                if self._read_behind and busy:
                     self._start_read_behind()
                     return snapshot, self._overlay_copy()
             # The first read, one after a failed read behind, one for a worker that sat
-            # idle (no request for max_age, or a snapshot over twice max_age old: a
-            # read of what changed is cheap, and no request queues behind it; deciding
-            # from the old view would weigh other schedulers' latest hosts as if they
-            # were empty), or any read without read_behind: the request waits for it.
+            # idle (no request queues behind the read, and deciding from the old view
+            # would weigh other schedulers' latest hosts as if they were empty), or
+            # any read without read_behind: the request waits for it.
             started = self._clock()
             self._install(self._read(), started, {})
             # The requests that queued behind this read find the worker busy: a read
@@ -177,7 +181,10 @@ class ProviderView:
     def _read(self) -> ProviderSnapshot:
         """The next snapshot: what changed since the last one (all of it the first time)."""
         with self._read_lock:
-            return self._read_changes(self._snapshot)
+            started = self._clock()
+            snapshot = self._read_changes(self._snapshot)
+            self._read_took = self._clock() - started
+            return snapshot
 
     def _start_read_behind(self) -> None:
         # Under the lock; one read at a time.

@@ -166,45 +166,49 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     assert used(found, 'a') == 4
 
 
-@pytest.mark.parametrize('idle', [1.5, 2.5], ids=['no request for max_age', 'over twice max_age'])
-def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on_an_old_view(
-        idle):
+def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on_an_old_view():
     # Nothing else asked since: no request queues behind the read, and what other
-    # schedulers claimed meanwhile counts (what changed is cheap to read; a decision
-    # on the old view would weigh their latest hosts as if they were empty).
+    # schedulers claimed meanwhile counts (a decision on the old view would weigh
+    # their latest hosts as if they were empty).
     now = [0.0]
     reads = Reads(snapshot(('a', 8, 0), ('b', 8, 0)), snapshot(('a', 8, 8), ('b', 8, 0)))
     view = ProviderView(reads, max_age=1.0, clock=lambda: now[0])
     view.match(vcpus(1))
-    now[0] = idle
+    now[0] = 1.5                      # no request for max_age
 
     found, _ = view.match(vcpus(1))
 
     assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
 
 
-def test_a_read_longer_than_max_age_does_not_make_the_next_request_wait_for_another():
-    # The request that read found the worker idle; the ones queued behind it did not
-    # sit idle, they waited for it.
+@pytest.mark.parametrize('max_age, gap, waits', [
+    (1.0, 0.1, False),
+    # 50,000 providers: a read outlasts max_age, and a worker whose requests come
+    # further apart than max_age is still busy while they come faster than it reads.
+    (0.25, 0.5, False),
+    (0.25, 2.0, True),
+], ids=['within max_age', 'longer than max_age, shorter than a read', 'longer than a read'])
+def test_a_worker_whose_read_outlasts_max_age_waits_for_the_next_only_when_idle_as_long(
+        max_age, gap, waits):
     now = [0.0]
-    later_reads_may_end = threading.Event()
+    reads_behind_may_end = threading.Event()
     reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
 
     def slow_read(previous: ProviderSnapshot | None = None, *,
                   whole: bool = False) -> ProviderSnapshot:
         if reads.count == 0:
             now[0] += 1.5
-        else:
-            assert later_reads_may_end.wait(10)
+        elif threading.current_thread() is not threading.main_thread():
+            assert reads_behind_may_end.wait(10)
         return reads()
-    view = ProviderView(slow_read, max_age=1.0, clock=lambda: now[0])
+    view = ProviderView(slow_read, max_age=max_age, clock=lambda: now[0])
     view.match(vcpus(1))                # reads from 0 to 1.5 s
-    now[0] = 1.6
+    now[0] = 1.5 + gap
 
-    found, _ = view.match(vcpus(1))     # does not wait: the next read goes on behind it
+    found, _ = view.match(vcpus(1))
 
-    later_reads_may_end.set()
-    assert used(found, 'a') == 0
+    reads_behind_may_end.set()
+    assert used(found, 'a') == (4 if waits else 0)
 
 
 def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
