@@ -37,6 +37,9 @@ class Regret:
     share: float | None
     #: hosts the reference weighed (every host of Placement's whole answer that passed)
     weighed: int
+    #: of those, the hosts within ``near_best_weight_tolerance`` of the best: how many
+    #: hosts concurrent decisions could spread over
+    near_best: int = 0
 
     @property
     def outside(self) -> bool:
@@ -79,10 +82,11 @@ class Reference:
             weighed = weigh(manager.weighers, spec, passed, attempt)
             return {w.host.uuid: w.weight for w in weighed}
 
-    @staticmethod
-    def regret(weights: dict[str, float], chosen: str) -> Regret:
+    def regret(self, weights: dict[str, float], chosen: str) -> Regret:
+        best = max(weights.values(), default=0.0)
+        floor = best - self.conf.scheduler.near_best_weight_tolerance * abs(best)
+        near_best = sum(1 for w in weights.values() if w >= floor)
         if chosen not in weights:
-            return Regret(None, len(weights))
-        best = max(weights.values())
+            return Regret(None, len(weights), near_best)
         share = (best - weights[chosen]) / abs(best) if best else 0.0
-        return Regret(max(0.0, share), len(weights))
+        return Regret(max(0.0, share), len(weights), near_best)

@@ -502,7 +502,9 @@ class _Run:
                  passed=bool(shares) and mean <= MEAN_REGRET,
                  note=f'{len(samples)} requests one at a time, each against a fresh whole '
                       f'query ({statistics.fmean([s.weighed for s in samples] or [0]):.0f} hosts '
-                      f'weighed); max {max(shares, default=float("nan")):.3%}; '
+                      f'weighed, median {_median([s.near_best for s in samples] or [0]):.0f} '
+                      f'of them within the near-best tolerance); '
+                      f'max {max(shares, default=float("nan")):.3%}; '
                       f'{sum(1 for s in shares if s == 0)} chose the best host; '
                       f'{outside} chose a host the fresh query filters out'
                       + (f'; lost: {dict(lost)}' if lost else ''))
