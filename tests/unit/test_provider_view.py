@@ -181,6 +181,22 @@ def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on
     assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
 
 
+def slow_first_read(now: list[float], takes: float = 1.5):
+    """A reader whose first read takes ``takes`` seconds of the clock ``now``, and whose
+    reads behind the requests wait until the event returned is set."""
+    reads_behind_may_end = threading.Event()
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
+
+    def slow_read(previous: ProviderSnapshot | None = None, *,
+                  whole: bool = False) -> ProviderSnapshot:
+        if reads.count == 0:
+            now[0] += takes
+        elif threading.current_thread() is not threading.main_thread():
+            assert reads_behind_may_end.wait(10)
+        return reads()
+    return slow_read, reads_behind_may_end
+
+
 @pytest.mark.parametrize('max_age, gap, waits', [
     (1.0, 0.1, False),
     # 50,000 providers: a read outlasts max_age, and a worker whose requests come
@@ -191,16 +207,7 @@ def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on
 def test_a_worker_whose_read_outlasts_max_age_waits_for_the_next_only_when_idle_as_long(
         max_age, gap, waits):
     now = [0.0]
-    reads_behind_may_end = threading.Event()
-    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
-
-    def slow_read(previous: ProviderSnapshot | None = None, *,
-                  whole: bool = False) -> ProviderSnapshot:
-        if reads.count == 0:
-            now[0] += 1.5
-        elif threading.current_thread() is not threading.main_thread():
-            assert reads_behind_may_end.wait(10)
-        return reads()
+    slow_read, reads_behind_may_end = slow_first_read(now)
     view = ProviderView(slow_read, max_age=max_age, clock=lambda: now[0])
     view.match(vcpus(1))                # reads from 0 to 1.5 s
     now[0] = 1.5 + gap
@@ -216,16 +223,7 @@ def test_a_worker_reads_for_at_most_half_of_its_time():
     # would take the interpreter from the requests. A read that took 1.5 s serves
     # for 3 s from when it began.
     now = [0.0]
-    reads_behind_may_end = threading.Event()
-    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
-
-    def slow_read(previous: ProviderSnapshot | None = None, *,
-                  whole: bool = False) -> ProviderSnapshot:
-        if reads.count == 0:
-            now[0] += 1.5
-        else:
-            assert reads_behind_may_end.wait(10)
-        return reads()
+    slow_read, reads_behind_may_end = slow_first_read(now)
     view = ProviderView(slow_read, max_age=0.25, clock=lambda: now[0])
     view.match(vcpus(1))                # reads from 0 to 1.5 s
     started = []
