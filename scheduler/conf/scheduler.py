@@ -83,8 +83,9 @@ nova_opts = [
                       'thread of its own while requests go on with the one they have, or '
                       'before the request decides when the worker answered no other '
                       'request for that long, nor for as long as its last read took. A '
-                      'worker reads for at most half of its time: a read that took longer '
-                      'than half of this is next made twice as long after it began. A '
+                      'busy worker reads for at most a quarter of its time: a read that took '
+                      'longer than a quarter of this is next made four times as long after '
+                      'it began. A '
                       'claim refused for capacity also starts a read. The worker\'s own '
                       'claims are added to it between reads.'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,

@@ -1,14 +1,13 @@
 """The worker's provider view: one snapshot shared by its requests, kept recent.
 
-A snapshot older than ``max_age`` seconds (or than twice what its read took, if
-longer: :meth:`ProviderView.fresh_for`), or one a refused claim showed stale
-(another scheduler got there first), is read again on a thread while requests go
-on with it: what changed since (the reader knows how, and reads every provider
-again from time to time). A request that finds it due for a read waits for the
-read instead when the worker sat idle: it answered no other request for
-``max_age``, nor for as long as its last read took (nothing queues behind a read
-then; at 50,000 providers a read outlasts a ``max_age`` of a fraction of a second,
-and the requests that come meanwhile would).
+A snapshot older than ``max_age`` seconds, or one a refused claim showed stale
+(another scheduler got there first), is read again: what changed since (the
+reader knows how, and reads every provider again from time to time). A busy
+worker reads on a thread while its requests go on with the snapshot they have,
+and for at most a quarter of its time (:meth:`ProviderView.fresh_for`: at 50,000
+providers a read takes longer than a ``max_age`` of a fraction of a second). A
+worker that sat idle, no request for ``max_age`` nor for as long as its last read
+took, reads before the request decides: nothing queues behind that read.
 Between reads, the claims this worker made and kept are added to it (the
 overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -44,7 +43,7 @@ UNREADABLE = 'view unreadable'
 NONE_FIT = 'no provider fits in the view'
 
 #: At most this share of a worker's time goes to reading its view (:meth:`ProviderView.fresh_for`).
-READ_SHARE = 0.5
+READ_SHARE = 0.25
 
 #: Reads a snapshot: the whole of it (None), or what changed since the one given
 #: (which it may read whole, and then shares that one's providers if they are the
@@ -165,7 +164,9 @@ class ProviderView:
             self._asked_at = now
             if snapshot is not None and not self._stale:
                 age = now - self._read_at
-                if age <= self.fresh_for() or self._reading:
+                # A busy worker's reads are spaced by what they take; an idle
+                # worker has the time.
+                if self._reading or age <= self.max_age or (busy and age <= self.fresh_for()):
                     return snapshot, self._overlay_copy()
                 if self._read_behind and busy:
                     self._start_read_behind()
@@ -183,12 +184,13 @@ class ProviderView:
             return self._snapshot, self._overlay_copy()  # type: ignore[return-value]
 
     def fresh_for(self) -> float:
-        """How long a snapshot serves before the next read: ``max_age``, or twice as
-        long as the last read took if that is longer (a worker reads for at most
-        :data:`READ_SHARE` of its time). A read's thread holds the interpreter from
+        """How long a snapshot serves a busy worker before the next read: ``max_age``,
+        or four times as long as the last read took if that is longer (a worker reads
+        for at most :data:`READ_SHARE` of its time). A read's thread holds the interpreter from
         the worker's requests for much of what it takes, and the database serves
         it: back to back, as they were at 50,000 providers under a ``max_age`` of
-        a quarter of a second, reads halved the throughput."""
+        a quarter of a second, reads halved the throughput, and at half of the
+        time they still cost a third of it."""
         return max(self.max_age, self._read_took / READ_SHARE)
 
     def _read(self) -> ProviderSnapshot:
