@@ -39,7 +39,12 @@ def _threads_only() -> None:
     sys.modules['eventlet'] = None  # type: ignore[assignment]
     try:
         from oslo_service import backend
-        backend.init_backend(backend.BackendType.THREADING)
+        try:
+            backend.init_backend(backend.BackendType.THREADING)
+        except ValueError:
+            # oslo.service without its threading extra (cotyledon), as a distribution
+            # may package it: its eventlet backend, eventlet and all, as before.
+            return
         import futurist  # noqa: F401
         import oslo_messaging  # noqa: F401
     finally:

@@ -186,11 +186,11 @@ class ProviderView:
     def fresh_for(self) -> float:
         """How long a snapshot serves a busy worker before the next read: ``max_age``,
         or four times as long as the last read took if that is longer (a worker reads
-        for at most :data:`READ_SHARE` of its time). A read's thread holds the interpreter from
-        the worker's requests for much of what it takes, and the database serves
-        it: back to back, as they were at 50,000 providers under a ``max_age`` of
-        a quarter of a second, reads halved the throughput, and at half of the
-        time they still cost a third of it."""
+        for at most :data:`READ_SHARE` of its time). A read's thread holds the
+        interpreter from the worker's requests for much of what it takes, and the
+        database serves it: back to back, as they were at 50,000 providers under a
+        ``max_age`` of a quarter of a second, reads halved the throughput, and at
+        half of the time they still cost a third of it."""
         return max(self.max_age, self._read_took / READ_SHARE)
 
     def _read(self) -> ProviderSnapshot:

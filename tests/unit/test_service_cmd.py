@@ -52,6 +52,18 @@ def test_the_entry_point_serves_on_threads_and_never_imports_eventlet_itself():
     assert done.stdout.split() == ['threading', 'False', 'eventlet']
 
 
+def test_without_oslo_services_threading_extra_the_entry_point_still_starts_on_eventlet():
+    done = subprocess.run(
+        [sys.executable, '-c',
+         'import sys; sys.modules["cotyledon"] = None; '
+         'import scheduler.cmd.service, scheduler.service; '
+         'from oslo_service import backend; print(backend.get_backend_type().value)'],
+        env={**os.environ, 'PYTHONPATH': str(REPO)}, cwd=REPO,
+        capture_output=True, text=True, check=True)
+
+    assert done.stdout.split() == ['eventlet']
+
+
 def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_before_calls(
         monkeypatch):
     events: list[str] = []
