@@ -14,14 +14,19 @@ from scheduler.memory import heap
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _printed_by(code: str, env: dict[str, str] | None = None) -> list[str]:
+    """What a fresh interpreter running ``code`` printed, as words."""
+    env = {**os.environ, 'PYTHONPATH': str(REPO)} if env is None else env
+    done = subprocess.run([sys.executable, '-c', code], env=env, cwd=REPO,
+                          capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
 def _imported_by_the_entry_point(env: dict[str, str]) -> tuple[str, bool]:
-    done = subprocess.run(
-        [sys.executable, '-c',
-         'import os, sys, scheduler.cmd.service; '
-         'print(os.environ.get("EVENTLET_NO_GREENDNS")); '
-         'print("eventlet.support.greendns" in sys.modules)'],
-        env=env, cwd=REPO, capture_output=True, text=True, check=True)
-    setting, greendns = done.stdout.split()
+    setting, greendns = _printed_by(
+        'import os, sys, scheduler.cmd.service; '
+        'print(os.environ.get("EVENTLET_NO_GREENDNS")); '
+        'print("eventlet.support.greendns" in sys.modules)', env)
     return setting, greendns == 'True'
 
 
@@ -39,29 +44,23 @@ def test_an_operators_own_green_dns_setting_wins():
 
 
 def test_the_entry_point_serves_on_threads_and_never_imports_eventlet_itself():
-    done = subprocess.run(
-        [sys.executable, '-c',
-         'import sys, scheduler.cmd.service, scheduler.service; '
-         'from oslo_service import backend; '
-         'print(backend.get_backend_type().value, "eventlet" in sys.modules); '
-         'import eventlet; print(eventlet.__name__)'],
-        env={**os.environ, 'PYTHONPATH': str(REPO)}, cwd=REPO,
-        capture_output=True, text=True, check=True)
+    printed = _printed_by(
+        'import sys, scheduler.cmd.service, scheduler.service; '
+        'from oslo_service import backend; '
+        'print(backend.get_backend_type().value, "eventlet" in sys.modules); '
+        'import eventlet; print(eventlet.__name__)')
 
     # Importable again afterwards: a Nova-style plugin that imports Nova needs it.
-    assert done.stdout.split() == ['threading', 'False', 'eventlet']
+    assert printed == ['threading', 'False', 'eventlet']
 
 
 def test_without_oslo_services_threading_extra_the_entry_point_still_starts_on_eventlet():
-    done = subprocess.run(
-        [sys.executable, '-c',
-         'import sys; sys.modules["cotyledon"] = None; '
-         'import scheduler.cmd.service, scheduler.service; '
-         'from oslo_service import backend; print(backend.get_backend_type().value)'],
-        env={**os.environ, 'PYTHONPATH': str(REPO)}, cwd=REPO,
-        capture_output=True, text=True, check=True)
+    printed = _printed_by(
+        'import sys; sys.modules["cotyledon"] = None; '
+        'import scheduler.cmd.service, scheduler.service; '
+        'from oslo_service import backend; print(backend.get_backend_type().value)')
 
-    assert done.stdout.split() == ['eventlet']
+    assert printed == ['eventlet']
 
 
 def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_before_calls(
