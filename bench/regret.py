@@ -15,12 +15,14 @@ from __future__ import annotations
 import pathlib
 from dataclasses import dataclass
 
+import numpy as np
 from oslo_config import cfg
 
 from scheduler import conf as scheduler_conf
 from scheduler import plugins
 from scheduler.context import RequestContext
 from scheduler.explain import RequestTrace
+from scheduler.host_table import count_near_best
 from scheduler.manager import SchedulerManager
 from scheduler.memory import paused_gc
 from scheduler.objects.spec import RequestSpec
@@ -83,10 +85,10 @@ class Reference:
             return {w.host.uuid: w.weight for w in weighed}
 
     def regret(self, weights: dict[str, float], chosen: str) -> Regret:
-        best = max(weights.values(), default=0.0)
-        floor = best - self.conf.scheduler.near_best_weight_tolerance * abs(best)
-        near_best = sum(1 for w in weights.values() if w >= floor)
+        near_best = count_near_best(np.fromiter(weights.values(), dtype=float),
+                                    self.conf.scheduler.near_best_weight_tolerance)
         if chosen not in weights:
             return Regret(None, len(weights), near_best)
+        best = max(weights.values())
         share = (best - weights[chosen]) / abs(best) if best else 0.0
         return Regret(max(0.0, share), len(weights), near_best)

@@ -720,6 +720,16 @@ def top_positions(weights: np.ndarray, k: int) -> np.ndarray:
     return chosen[np.argsort(neg[chosen], kind='stable')]
 
 
+
+def count_near_best(weights: np.ndarray, tolerance: float = 0.0) -> int:
+    """How many of ``weights`` equal the best, or come within ``tolerance`` of it (a
+    fraction of the best weight's size): the hosts ``near_best_weight_tolerance``
+    lets a decision choose among."""
+    if not len(weights):
+        return 0
+    best = weights.max()
+    return int(np.count_nonzero(weights >= best - tolerance * abs(best)))
+
 class WeighedView(_EqualAsList, Sequence['WeighedHost']):
     """Weighed rows, best first; items are :class:`WeighedHost` built on access.
 
@@ -778,8 +788,7 @@ class WeighedView(_EqualAsList, Sequence['WeighedHost']):
     def count_best(self, tolerance: float = 0.0) -> int:
         """How many rows share the best weight, or come within ``tolerance`` of it
         (a fraction of the best weight's size)."""
-        best = self._weights_in.max()
-        return int(np.count_nonzero(self._weights_in >= best - tolerance * abs(best)))
+        return count_near_best(self._weights_in, tolerance)
 
     def _item(self, i: int) -> WeighedHost:
         p = self.position(i)

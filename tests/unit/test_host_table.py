@@ -27,7 +27,7 @@ from scheduler.filters.base import BaseHostFilter
 from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.handler import apply_filters
 from scheduler.host_state import SHARING_TRAIT, HostRecord
-from scheduler.host_table import COLUMNS, HostTable, HostView, top_positions
+from scheduler.host_table import COLUMNS, HostTable, HostView, count_near_best, top_positions
 from scheduler.objects.spec import Aggregate, Flavor, ImageMeta, ImageMetaProps, InstanceGroup
 from scheduler.pipeline.ordering import first_fitting, order_hosts
 from scheduler.weights.base import BaseHostWeigher, weigh_hosts
@@ -392,3 +392,16 @@ def test_consuming_a_handed_over_host_updates_every_table_it_is_in():
         assert table.used['MEMORY_MB'][1] == hosts[1].used['MEMORY_MB']
         assert table.num_io_ops[1] == hosts[1].num_io_ops
         assert table.members_on_rows(['new-instance']).tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize('weights, tolerance, count', [
+    ([1.0, 0.995, 0.98], 0.0, 1),
+    ([1.0, 0.995, 0.98], 0.01, 2),
+    ([1.0, 1.0, 0.5], 0.0, 2),
+    # A negative best weight: the tolerance is a fraction of its size, still below it.
+    ([-1.0, -1.005, -1.02], 0.01, 2),
+    ([], 0.01, 0),
+], ids=['exact best', 'within 1%', 'a tie', 'negative weights', 'no host'])
+def test_the_near_best_hosts_are_those_within_the_tolerance_of_the_best(weights, tolerance,
+                                                                        count):
+    assert count_near_best(np.array(weights, dtype=float), tolerance) == count
