@@ -50,6 +50,7 @@ from typing import Any
 from bench import cpu, deploy
 from bench.e2e import SERVICE_MICROVERSION, _closed_loop, _Phase, _phase_note, claim_first_of
 from bench.report import Row, render, write_json
+from scheduler.conf.scheduler import nova_opts
 from scheduler.simulate.workload import FLAVORS, BootRequest, FlavorDef
 from tests.fixtures.postgres_placement import POSTGRES_URL
 
@@ -343,14 +344,18 @@ def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int
 # ---------------------------------------------------------------- one size
 
 
+def _option_default(name: str) -> Any:
+    """``[scheduler] name``'s default: the benchmark measures what operators get."""
+    return next(opt.default for opt in nova_opts if opt.name == name)
+
+
 @dataclass
 class Options:
     workers: int = DEFAULT_WORKERS
     clients: int = DEFAULT_CLIENTS
     seconds: float = DEFAULT_SECONDS
     warmup: float = DEFAULT_WARMUP
-    #: [scheduler] provider_view_max_age's default
-    max_age: float = 0.25
+    max_age: float = _option_default('provider_view_max_age')
     near_best: float = 0.01
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO
