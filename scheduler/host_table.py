@@ -774,6 +774,12 @@ class WeighedView(_EqualAsList, Sequence['WeighedHost']):
         """Input position of the ``i``-th best."""
         return int(self.order(i + 1)[i])
 
+    def uuids_at(self, positions: Sequence[int]) -> list[str]:
+        """The uuids of the hosts at these input positions (what :meth:`order`
+        returns: positions among the weighed rows, not rows of the table)."""
+        roots = self.table.roots
+        return [roots[int(row)] for row in self._rows_in[np.asarray(positions, dtype=np.intp)]]
+
     @property
     def rows(self) -> np.ndarray:
         return self._rows_in[self.order()]

@@ -39,8 +39,7 @@ def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
         head = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
         rng.shuffle(head)
         if precedence is not None and near_best_tolerance > 0 and len(head) > 1:
-            roots = weighed.table.roots
-            first = precedence([roots[row] for row in head])
+            first = precedence(weighed.uuids_at(head))
             head = [head[i] for i in np.argsort(first, kind='stable').tolist()]
     subset = min(max(host_subset_size, 1), len(weighed))
     if subset > 1:

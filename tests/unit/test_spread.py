@@ -11,8 +11,10 @@ import collections
 import random
 import threading
 
+import numpy as np
 import pytest
 
+from scheduler.host_table import HostTable, WeighedView
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.claim import Claiming
 from scheduler.pipeline.group_check import GroupClaimCheck
@@ -65,6 +67,27 @@ def test_two_workers_front_hosts_of_their_own_lanes_among_the_near_best():
     assert first and second and not first & second
     assert all(lane[h] == 0 for h in first) and all(lane[h] == 1 for h in second)
     assert 'h8' not in first | second      # nothing beyond the tolerance comes forward
+
+
+def test_lanes_are_those_of_the_weighed_hosts_when_they_are_a_part_of_the_table():
+    # The provider view weighs the matching rows of a table of every host: a
+    # weighed host's position is not its row in the table. Here the table's first
+    # rows, removed by the filters, lie in the other lane from the kept host at
+    # the same position.
+    hosts = [make_host(f'h{i}') for i in range(200)]
+    by_lane = [[h for h in hosts if lane_of(h.uuid, 2) == lane] for lane in (0, 1)]
+    kept = [by_lane[i % 2][i] for i in range(8)]               # lanes 0, 1, 0, 1, ...
+    removed = [by_lane[1 - i % 2][-1 - i] for i in range(8)]   # lanes 1, 0, 1, 0, ...
+    table = HostTable.from_hosts(removed + kept)
+    rows = np.arange(len(removed), len(removed) + len(kept), dtype=np.intp)
+    view = WeighedView(table, rows, np.linspace(1.0, 0.995, len(kept)), {})
+
+    fronts = {order_hosts(view, host_subset_size=1, shuffle_best_same_weighed_hosts=False,
+                          near_best_tolerance=0.01, rng=random.Random(seed),
+                          precedence=Spread(1, 2).precedence)[0].host
+              for seed in range(40)}
+
+    assert fronts == {h.host for h in kept if lane_of(h.uuid, 2) == 1}
 
 
 def test_a_worker_whose_lane_has_no_near_best_host_takes_the_others():
