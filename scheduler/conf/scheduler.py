@@ -106,9 +106,12 @@ nova_opts = [
                       'claim the same best host and all but one are refused by Placement. '
                       'Among those hosts each worker tries its own share of them first '
                       '(by host uuid, one share per worker of the service) and the hosts '
-                      'its own claims are in flight on last. A chosen host is never more '
-                      'than this fraction worse than the best. 0, the default: Nova\'s '
-                      'ordering.'),
+                      'its own claims are in flight on last. When none of its share is '
+                      'among them, a worker takes one of its share within twice this '
+                      'fraction before another\'s, and when its own claims are in flight on '
+                      'every one of them, any other host within twice this fraction: a '
+                      'chosen host is never more than twice this fraction worse than the '
+                      'best. 0, the default: Nova\'s ordering.'),
     cfg.BoolOpt('retry_without_limit', default=True,
                 help='When Placement\'s answer was cut at ``max_placement_results`` and no '
                      'host of it could be chosen (filters Placement cannot express, such as '

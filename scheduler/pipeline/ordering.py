@@ -13,6 +13,7 @@ import numpy as np
 from scheduler.host_state import HostState
 from scheduler.host_table import HostView, OrderedView, WeighedHost, as_view, as_weighed_view
 from scheduler.objects.spec import RequestSpec
+from scheduler.pipeline import spread
 
 
 def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
@@ -24,10 +25,10 @@ def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
     becomes one).
 
     Optionally shuffle the hosts tied at the top weight (with
-    ``near_best_tolerance``, every host within that fraction of the best weight,
-    and ``precedence`` of their uuids, lower first, before the shuffled order:
-    :mod:`.spread`), then move one host picked at random from the first
-    ``host_subset_size`` to the front; the rest keep their order. Only that head is
+    ``near_best_tolerance``, every host within that fraction of the best weight;
+    with ``precedence`` of the hosts' uuids too, as :func:`.spread.arrange` says),
+    then move one host picked at random from the first ``host_subset_size`` to the
+    front; the rest keep their order. Only that head is
     worked out here: the rest of the order is read from the weighed view as far as
     the claim loop walks.
     """
@@ -35,12 +36,14 @@ def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
     if not len(weighed):
         return HostView(weighed.table, np.zeros(0, dtype=np.intp))
     head: list[int] = []
-    if shuffle_best_same_weighed_hosts or near_best_tolerance > 0:
+    if precedence is not None and near_best_tolerance > 0:
+        near = weighed.count_best(near_best_tolerance)
+        reach = weighed.order(weighed.count_best(near_best_tolerance * spread.REACH)).tolist()
+        head = spread.arrange(reach[:near], reach[near:], precedence(weighed.uuids_at(reach)),
+                              rng)
+    elif shuffle_best_same_weighed_hosts or near_best_tolerance > 0:
         head = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
         rng.shuffle(head)
-        if precedence is not None and near_best_tolerance > 0 and len(head) > 1:
-            first = precedence(weighed.uuids_at(head))
-            head = [head[i] for i in np.argsort(first, kind='stable').tolist()]
     subset = min(max(host_subset_size, 1), len(weighed))
     if subset > 1:
         if len(head) < subset:

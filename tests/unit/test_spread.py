@@ -14,12 +14,12 @@ import threading
 import numpy as np
 import pytest
 
-from scheduler.host_table import HostTable, WeighedView
+from scheduler.host_table import HostTable, WeighedHost, WeighedView
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.claim import Claiming
 from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.ordering import order_hosts
-from scheduler.pipeline.spread import IN_FLIGHT, OTHER_LANE, OWN_LANE, Spread, lane_of
+from scheduler.pipeline.spread import IN_FLIGHT, OTHER_LANE, OWN_LANE, Spread, arrange, lane_of
 from tests.builders import make_conf, make_host, make_spec, uuid_for
 from tests.unit.test_ordering import weighed
 
@@ -99,6 +99,71 @@ def test_a_worker_whose_lane_has_no_near_best_host_takes_the_others():
     assert fronts == {'h0'}
 
 
+def in_lanes(*hosts: tuple[int, float]) -> list[WeighedHost]:
+    """Hosts of these (lane of 2, weight), best first, named as they come."""
+    names = (f'host-{i}' for i in range(10_000))
+    return [WeighedHost(make_host(next(n for n in names if lane_of(uuid_for(n), 2) == lane)),
+                        weight) for lane, weight in hosts]
+
+
+def fronts_of(spread: Spread, hosts: list[WeighedHost], tolerance: float = 0.01) -> set[str]:
+    return {order_hosts(hosts, host_subset_size=1, shuffle_best_same_weighed_hosts=False,
+                        near_best_tolerance=tolerance, rng=random.Random(seed),
+                        precedence=spread.precedence)[0].host for seed in range(60)}
+
+
+def test_a_worker_without_a_near_best_host_in_its_lane_reaches_for_one_up_to_the_reach():
+    # Lane 0 holds the only host within 1% of the best; lane 1's are 1.5% and 3% behind.
+    hosts = in_lanes((0, 1.0), (1, 0.985), (1, 0.984), (1, 0.97))
+
+    assert fronts_of(Spread(1, 2), hosts) == {hosts[1].host.host, hosts[2].host.host}
+    assert fronts_of(Spread(0, 2), hosts) == {hosts[0].host.host}
+
+
+def test_a_worker_takes_another_lane_s_host_when_its_own_are_beyond_the_reach():
+    hosts = in_lanes((0, 1.0), (0, 0.999), (1, 0.95), (1, 0.94))
+
+    assert fronts_of(Spread(1, 2), hosts) == {hosts[0].host.host, hosts[1].host.host}
+
+
+def test_with_its_claim_in_flight_on_the_only_near_best_host_a_worker_reaches_past_it():
+    hosts = weighed(1.0, 0.985, 0.95)
+    spread = Spread(0, 1)                       # one worker: every host in its lane
+
+    with spread.claiming(hosts[0].host.uuid):
+        during = fronts_of(spread, hosts)
+    after = fronts_of(spread, hosts)
+
+    assert during == {'h1'}                     # within twice the tolerance
+    assert after == {'h0'}                      # one worker never reaches otherwise
+
+
+def test_with_its_claim_in_flight_and_nothing_within_the_reach_a_worker_tries_it():
+    hosts = weighed(1.0, 0.95)
+    spread = Spread(0, 1)
+
+    with spread.claiming(hosts[0].host.uuid):
+        fronts = fronts_of(spread, hosts)
+
+    assert fronts == {'h0'}
+
+
+@pytest.mark.parametrize('near, beyond, precedence, possible', [
+    ('ab', 'cd', [OWN_LANE, OTHER_LANE, OWN_LANE, OWN_LANE], [['a', 'b']]),
+    ('ab', 'cd', [OTHER_LANE, OTHER_LANE, OTHER_LANE, OWN_LANE],
+     [['d', 'a', 'b', 'c'], ['d', 'b', 'a', 'c']]),
+    ('a', 'bcd', [IN_FLIGHT, OTHER_LANE, OWN_LANE, IN_FLIGHT], [['c', 'b', 'a', 'd']]),
+    ('a', 'bc', [IN_FLIGHT, IN_FLIGHT, IN_FLIGHT], [['a', 'b', 'c']]),
+], ids=['own lane near', 'own lane beyond', 'all near in flight', 'all in flight'])
+def test_the_hosts_within_the_reach_in_the_order_a_worker_tries_them(near, beyond, precedence,
+                                                                     possible):
+    seen = {tuple(arrange(list(near), list(beyond), np.array(precedence, dtype=np.int8),
+                          random.Random(seed)))
+            for seed in range(20)}
+
+    assert seen == {tuple(order) for order in possible}
+
+
 def test_without_a_tolerance_the_order_is_nova_s_whatever_the_lanes():
     weights = [1.0, 0.999, 0.998]
 
@@ -110,13 +175,15 @@ class _ClaimerWatchingTheSpread:
 
     def __init__(self, spread: Spread, fail_first: int):
         self.spread, self.fail_first, self.seen = spread, fail_first, []
+        self.previous = None
 
     def claim(self, instance_uuid, alloc_req, **kwargs):
         [root] = alloc_req.allocations
         self.seen.append(int(self.spread.precedence([root])[0]))
         if len(self.seen) <= self.fail_first:
             raise claims_mod.ClaimFailed('concurrent updates', 'refused')
-        return claims_mod.Claim(instance_uuid, alloc_req.allocations, 1, 'p', 'u')
+        return claims_mod.Claim(instance_uuid, alloc_req.allocations, 1, 'p', 'u',
+                                previous=self.previous)
 
 
 @pytest.mark.parametrize('fail_first', [0, 1])
@@ -137,24 +204,66 @@ def test_a_claim_is_in_flight_while_it_is_made_and_not_after(fail_first):
     assert spread.precedence([h.uuid for h in hosts]).tolist() == [OWN_LANE, OWN_LANE]
 
 
-def test_claims_in_flight_are_counted_per_host_across_threads():
-    spread = Spread(lane=0, lanes=1)
-    uuid = uuid_for('h')
-    inside, release = threading.Barrier(3), threading.Event()
-
+def _hold(spread: Spread, uuid: str, events: list[str], name: str,
+          release: threading.Event) -> threading.Thread:
+    """A thread whose claim on ``uuid`` stays in flight until ``release``."""
     def claim():
         with spread.claiming(uuid):
-            inside.wait()
-            release.wait()
-    threads = [threading.Thread(target=claim) for _ in range(2)]
-    for t in threads:
-        t.start()
-    inside.wait()
+            events.append(f'{name} in')
+            release.wait(5)
+            events.append(f'{name} out')
+    thread = threading.Thread(target=claim)
+    thread.start()
+    return thread
+
+
+def _wait_for(events: list[str], event: str) -> None:
+    for _ in range(500):
+        if event in events:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f'{event!r} never happened: {events}')
+
+
+def test_a_claim_waits_for_the_worker_s_claim_in_flight_on_the_same_host():
+    spread, uuid, events = Spread(lane=0, lanes=1), uuid_for('h'), []
+    release = threading.Event()
+    first = _hold(spread, uuid, events, 'first', release)
+    _wait_for(events, 'first in')
+    second = _hold(spread, uuid, events, 'second', release)
+    threading.Event().wait(0.1)                 # time enough to go in if it did not wait
+    release.set()
+    first.join()
+    second.join()
+
+    assert events == ['first in', 'first out', 'second in', 'second out']
+    assert spread.precedence([uuid]).tolist() == [OWN_LANE]
+
+
+def test_claims_on_different_hosts_do_not_wait_for_each_other():
+    spread, events, release = Spread(lane=0, lanes=1), [], threading.Event()
+    threads = [_hold(spread, uuid_for(name), events, name, release) for name in ('a', 'b')]
+    _wait_for(events, 'a in')
+    _wait_for(events, 'b in')
+
+    assert spread.precedence([uuid_for('a'), uuid_for('b')]).tolist() == [IN_FLIGHT] * 2
     release.set()
     for t in threads:
         t.join()
 
-    assert spread.precedence([uuid]).tolist() == [OWN_LANE]
+
+def test_a_claim_waits_for_another_in_flight_on_its_host_only_so_long():
+    spread, uuid, events = Spread(lane=0, lanes=1, wait_limit=0.05), uuid_for('h'), []
+    release = threading.Event()
+    first = _hold(spread, uuid, events, 'stuck', release)
+    _wait_for(events, 'stuck in')
+    second = _hold(spread, uuid, events, 'next', release)
+    _wait_for(events, 'next in')
+    release.set()
+    first.join()
+    second.join()
+
+    assert events.index('next in') < events.index('stuck out')
 
 
 class _Context:
