@@ -118,7 +118,8 @@ class SchedulerManager:
         self.claiming = Claiming(
             conf, self.claimer, self.cleanups, self.group_check,
             on_capacity_refused=provider_view.refused if provider_view is not None else None,
-            spread=spread)
+            spread=spread,
+            on_claimed=provider_view.claimed if provider_view is not None else None)
 
     # ------------------------------------------------------------------ request
     @overload
@@ -205,8 +206,6 @@ class SchedulerManager:
             kept = [p.claim.allocations for p in placed
                     if p.claim is not None and not p.claim.is_move]
             self.reuse.claimed(kept)
-            if self.provider_view is not None:
-                self.provider_view.claimed(kept)
             return result
         except Exception as e:
             # Choosing alternates runs the filters and weighers once more, and the

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from oslo_config import cfg
@@ -55,7 +55,8 @@ class Claiming:
                  cleanups: claims_mod.PendingCleanups,
                  group_check: GroupClaimCheck,
                  on_capacity_refused: Callable[[], None] | None = None,
-                 spread: Spread | None = None):
+                 spread: Spread | None = None,
+                 on_claimed: Callable[[Mapping[str, Mapping[str, int]]], None] | None = None):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
@@ -64,6 +65,10 @@ class Claiming:
         self.on_capacity_refused = on_capacity_refused
         #: Told which hosts this worker's claims are in flight on (pipeline/spread.py).
         self.spread = spread
+        #: Told of each new claim Placement accepted (not a move's), before the host
+        #: stops counting as in flight: the provider view shows it from then on, so
+        #: that no request of this worker sees the host as it was before the claim.
+        self.on_claimed = on_claimed
 
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
@@ -90,6 +95,9 @@ class Claiming:
                 placed, known = self._claim_on(context, spec, host, fitting[:per_host],
                                                instance_uuid, attempt, project_id=project_id,
                                                user_id=user_id, known=known)
+                made = placed.claim if placed is not None else None
+                if made is not None and not made.is_move and self.on_claimed is not None:
+                    self.on_claimed(made.allocations)
             if placed is not None:
                 return placed
         return None

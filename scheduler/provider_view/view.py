@@ -8,8 +8,8 @@ and for at most a quarter of its time (:meth:`ProviderView.fresh_for`: at 50,000
 providers a read takes longer than a ``max_age`` of a fraction of a second). A
 worker that sat idle, no request for ``max_age`` nor for as long as its last read
 took, reads before the request decides: nothing queues behind that read.
-Between reads, the claims this worker made and kept are added to it (the
-overlay), so its own requests do not pile onto a host it just filled; other
+Between reads, the claims this worker made are added to it as Placement accepts
+them (the overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
 what no longer fits: a stale view costs a retry, never an overcommit. A claim
 made while a read is under way may be counted twice until the next read (the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,18 +134,19 @@ class ProviderView:
         [group] = [g for g in query.groups if not g.is_empty()]
         return Match(snapshot, rows, dict(group.resources), overlay, self._tables), None
 
-    def claimed(self, allocations: Iterable[Mapping[str, Mapping[str, int]]]) -> None:
-        """Claims this worker made and kept: the view shows them until its next read."""
-        allocations = list(allocations)
+    def claimed(self, allocations: Mapping[str, Mapping[str, int]]) -> None:
+        """A claim this worker made, from the moment Placement accepted it: the view
+        shows it until its next read. One undone afterwards (its request failed
+        later) still shows until then: the host looks fuller than it is, never
+        emptier."""
         with self._lock:
             for overlay in (self._overlay, self._since_read):
                 if overlay is None:
                     continue
-                for claim in allocations:
-                    for rp, resources in claim.items():
-                        used = overlay.setdefault(rp, {})
-                        for rc, amount in resources.items():
-                            used[rc] = used.get(rc, 0) + int(amount)
+                for rp, resources in allocations.items():
+                    used = overlay.setdefault(rp, {})
+                    for rc, amount in resources.items():
+                        used[rc] = used.get(rc, 0) + int(amount)
 
     def refused(self) -> None:
         """A claim based on the view was refused for capacity: read it again now (behind

@@ -119,7 +119,7 @@ def test_the_worker_s_own_claims_count_until_the_next_read():
                         max_age=10.0, clock=lambda: now[0], read_behind=False)
     view.match(vcpus(1))
 
-    view.claimed([{uuid_for('a'): {'VCPU': 6}}])
+    view.claimed({uuid_for('a'): {'VCPU': 6}})
     found, _ = view.match(vcpus(4))
     assert hosts_of(found) == {uuid_for('b')}
     # The hosts the request weighs: the claim on a counted, b as read.
@@ -153,7 +153,7 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     now[0] = 1.2
     found, _ = view.match(vcpus(1))   # does not wait
     assert hosts_of(found) == {uuid_for('a')}
-    view.claimed([{uuid_for('b'): {'VCPU': 8}}])      # kept while the read is under way
+    view.claimed({uuid_for('b'): {'VCPU': 8}})      # kept while the read is under way
     second_read_may_end.set()
     for _ in range(200):
         if view.reads == 2:

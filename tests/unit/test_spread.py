@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 
+from placement_client.models import ConsumerAllocations
 from scheduler.host_table import HostTable, WeighedHost, WeighedView
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.claim import Claiming
@@ -202,6 +203,42 @@ def test_a_claim_is_in_flight_while_it_is_made_and_not_after(fail_first):
     assert placed.host is hosts[fail_first]
     assert claimer.seen == [IN_FLIGHT] * (fail_first + 1)
     assert spread.precedence([h.uuid for h in hosts]).tolist() == [OWN_LANE, OWN_LANE]
+
+
+@pytest.mark.parametrize('fail_first', [0, 1])
+def test_a_claim_is_told_the_view_before_its_host_stops_counting_as_in_flight(fail_first):
+    # No request of the worker may see the host both out of flight and without
+    # the claim (it would look as empty as before it, and be claimed again at once).
+    spread = Spread(lane=0, lanes=1)
+    hosts = [make_host(f'h{i}') for i in range(2)]
+    told = []
+    claiming = Claiming(make_conf(), _ClaimerWatchingTheSpread(spread, fail_first),
+                        cleanups=None, group_check=GroupClaimCheck(None, None), spread=spread,
+                        on_claimed=lambda allocations: told.append(
+                            (allocations, spread.precedence(list(allocations)).tolist())))
+
+    claiming.claim_first(_Context(), make_spec(vcpus=1), hosts, 'instance-1', _Attempt(),
+                         claim=True)
+
+    [(allocations, precedence)] = told
+    assert list(allocations) == [hosts[fail_first].uuid]
+    assert precedence == [IN_FLIGHT]
+
+
+def test_a_move_s_claim_is_not_told_the_view():
+    # A move's claim holds what the instance held elsewhere too; the view reads it.
+    spread = Spread(lane=0, lanes=1)
+    claimer = _ClaimerWatchingTheSpread(spread, 0)
+    claimer.previous = ConsumerAllocations('instance-1', {uuid_for('src'): {'VCPU': 1}}, 1)
+    told = []
+    claiming = Claiming(make_conf(), claimer, cleanups=None,
+                        group_check=GroupClaimCheck(None, None), spread=spread,
+                        on_claimed=told.append)
+
+    placed = claiming.claim_first(_Context(), make_spec(vcpus=1), [make_host('h0')],
+                                  'instance-1', _Attempt(), claim=True)
+
+    assert placed.claim.is_move and told == []
 
 
 def _hold(spread: Spread, uuid: str, events: list[str], name: str,
