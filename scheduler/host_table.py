@@ -235,6 +235,11 @@ class HostTable:
     #: What the columns read of each record, shared by every table of the process.
     record_values = RecordValues()
 
+    #: Whether the usage columns hold claims of this worker that the other workers'
+    #: views do not show yet (a provider view's table with claims since its read):
+    #: the spread reaches further for the worker's own lane (pipeline/spread.py).
+    own_claims_ahead: bool = False
+
     def __init__(self, candidates: Candidates, catalog: HostData, *,
                  default_availability_zone: str = 'nova'):
         self.default_availability_zone = default_availability_zone

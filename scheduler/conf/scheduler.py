@@ -107,8 +107,10 @@ nova_opts = [
                       'Among those hosts each worker tries its own share of them first '
                       '(by host uuid, one share per worker of the service) and the hosts '
                       'its own claims are in flight on last. When none of its share is '
-                      'among them, a worker takes one of its share within twice this '
-                      'fraction before another\'s, and when its own claims are in flight on '
+                      'among them and its provider view shows claims of its own that the '
+                      'other workers\' views do not yet, a worker takes one of its share '
+                      'within twice this fraction before another\'s, and when its own '
+                      'claims are in flight on '
                       'every one of them, any other host within twice this fraction: a '
                       'chosen host is never more than twice this fraction worse than the '
                       'best. 0, the default: Nova\'s ordering.'),

@@ -40,7 +40,7 @@ def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
         near = weighed.count_best(near_best_tolerance)
         reach = weighed.order(weighed.count_best(near_best_tolerance * spread.REACH)).tolist()
         head = spread.arrange(reach[:near], reach[near:], precedence(weighed.uuids_at(reach)),
-                              rng)
+                              rng, for_own_lane=weighed.table.own_claims_ahead)
     elif shuffle_best_same_weighed_hosts or near_best_tolerance > 0:
         head = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
         rng.shuffle(head)

@@ -13,17 +13,20 @@ tries first the hosts of its own lane (each host falls in one of as many lanes a
 the service has workers, by its uuid), then the others, and last the hosts on
 which a claim of its own is in flight; each group in random order.
 
-When no host of its own lane is near the best, a worker reaches for one of its
-lane up to :data:`REACH` times the tolerance before it takes another worker's;
-when every near-best host has a claim of its own in flight, for any host within
-that reach. Its own claims are in its view and the other workers' are not yet:
-its lane's best hosts look as full as they are, the others' best hosts as empty
-as at the last read, although their own workers have been claiming them since.
-Measured at 10,000 providers: a third of the decisions had no near-best host in
-the worker's own lane, and those claims were refused twice as often as the
-others. A chosen host is so never more than ``REACH`` times the tolerance worse
-than the best. A host it reaches nothing past, with a claim of its own in flight,
-waits for that claim to land before its next one (:meth:`Spread.claiming`).
+When no host of its own lane is near the best and its view shows claims of its
+own that the other workers' views do not yet (the provider view between reads), a
+worker reaches for one of its lane up to :data:`REACH` times the tolerance before
+it takes another worker's: its lane's best hosts look as full as they are, the
+others' best hosts as empty as at the last read, although their own workers have
+been claiming them since. Measured at 10,000 providers: a quarter to a third of
+the decisions had no near-best host in the worker's own lane, and those claims
+were refused three times as often as the others. When every near-best host has a
+claim of its own in flight, a worker reaches for any host within that reach, and
+a claim on a host it found nothing past waits for the one in flight to land
+(:meth:`Spread.claiming`). A chosen host is so never more than ``REACH`` times the
+tolerance worse than the best in the worker's view, and no more than the tolerance
+when the view holds no claim of its own and none is in flight (a fresh view, an
+idle worker: each of the benchmark's decision quality samples).
 
 Workers of other services have lanes of their own numbering: they meet as before.
 """
@@ -111,16 +114,17 @@ class Spread:
 
 
 def arrange(near: Sequence[int], beyond: Sequence[int], precedence: np.ndarray,
-            rng: random.Random) -> list[int]:
+            rng: random.Random, *, for_own_lane: bool = True) -> list[int]:
     """The order a worker tries the hosts within :data:`REACH` times the tolerance.
 
     ``near``: the hosts within the tolerance, ``beyond``: those within the reach
     but not the tolerance, both best first (any kind of key: positions, names);
     ``precedence``: each one's group (:meth:`Spread.precedence`), ``near`` then
     ``beyond``. The near-best hosts shuffled, by group; before them, when none of
-    them is of the worker's own lane, the hosts of its lane within the reach,
-    shuffled; when every one has a claim of the worker's in flight, any host
-    within the reach not in flight, its own lane first. The rest of ``beyond``
+    them is of the worker's own lane and ``for_own_lane`` (the worker's view shows
+    claims of its own the others' do not yet), the hosts of its lane within the
+    reach, shuffled; when every one has a claim of the worker's in flight, any
+    host within the reach not in flight, its own lane first. The rest of ``beyond``
     keeps its order, after them; when the near-best hosts have one of the
     worker's lane, ``beyond`` is not needed and left out.
     """
@@ -129,7 +133,7 @@ def arrange(near: Sequence[int], beyond: Sequence[int], precedence: np.ndarray,
     rng.shuffle(ahead)
     ahead.sort(key=lambda host: host[1])        # stable: random within a group
     first = ahead[0][1] if ahead else IN_FLIGHT
-    if first == OWN_LANE:
+    if first == OWN_LANE or (first == OTHER_LANE and not for_own_lane):
         return [host for host, _ in ahead]
     wanted = {OWN_LANE} if first == OTHER_LANE else {OWN_LANE, OTHER_LANE}
     reached = [(host, group) for host, group in zip(beyond, groups[len(near):], strict=True)

@@ -85,6 +85,7 @@ class SnapshotHosts:
                 continue
             for rc, amount in amounts.items():
                 table.writable_used(rc)[row] += amount
+                table.own_claims_ahead = True
         rows = self.row_of[matching]
         return HostView(table, rows[rows >= 0])
 

@@ -113,6 +113,24 @@ def test_requests_within_the_max_age_share_one_read():
     assert reads.count == 2
 
 
+def test_hosts_say_whether_they_show_claims_the_other_workers_views_do_not_yet():
+    # What the spread reaches further for the worker's own lane on (pipeline/spread.py).
+    now = [0.0]
+    view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 0)), snapshot(('a', 8, 2))),
+                        max_age=10.0, clock=lambda: now[0], read_behind=False)
+    catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
+
+    def ahead() -> bool:
+        found, _ = view.match(vcpus(1))
+        return found.hosts(catalog).table.own_claims_ahead
+
+    assert not ahead()
+    view.claimed({uuid_for('a'): {'VCPU': 2}})
+    assert ahead()
+    now[0] = 11.0                                # the next read has the claim
+    assert not ahead()
+
+
 def test_the_worker_s_own_claims_count_until_the_next_read():
     now = [0.0]
     view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 4)), snapshot(('a', 8, 6))),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from placement_client.models import ConsumerAllocations
-from scheduler.host_table import HostTable, WeighedHost, WeighedView
+from scheduler.host_table import HostTable, WeighedHost, WeighedView, as_weighed_view
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.claim import Claiming
 from scheduler.pipeline.group_check import GroupClaimCheck
@@ -107,24 +107,37 @@ def in_lanes(*hosts: tuple[int, float]) -> list[WeighedHost]:
                         weight) for lane, weight in hosts]
 
 
-def fronts_of(spread: Spread, hosts: list[WeighedHost], tolerance: float = 0.01) -> set[str]:
-    return {order_hosts(hosts, host_subset_size=1, shuffle_best_same_weighed_hosts=False,
+def fronts_of(spread: Spread, hosts: list[WeighedHost], tolerance: float = 0.01, *,
+              own_claims_ahead: bool = False) -> set[str]:
+    view = as_weighed_view(hosts)
+    view.table.own_claims_ahead = own_claims_ahead
+    return {order_hosts(view, host_subset_size=1, shuffle_best_same_weighed_hosts=False,
                         near_best_tolerance=tolerance, rng=random.Random(seed),
                         precedence=spread.precedence)[0].host for seed in range(60)}
 
 
-def test_a_worker_without_a_near_best_host_in_its_lane_reaches_for_one_up_to_the_reach():
+def test_a_worker_whose_view_is_ahead_reaches_for_its_own_lane_up_to_the_reach():
     # Lane 0 holds the only host within 1% of the best; lane 1's are 1.5% and 3% behind.
+    # Worker 1's view shows claims of its own the other's does not: its lane's hosts
+    # look fuller than the other lane's only because it knows of its own claims.
     hosts = in_lanes((0, 1.0), (1, 0.985), (1, 0.984), (1, 0.97))
 
-    assert fronts_of(Spread(1, 2), hosts) == {hosts[1].host.host, hosts[2].host.host}
-    assert fronts_of(Spread(0, 2), hosts) == {hosts[0].host.host}
+    assert fronts_of(Spread(1, 2), hosts, own_claims_ahead=True) == {
+        hosts[1].host.host, hosts[2].host.host}
+    assert fronts_of(Spread(0, 2), hosts, own_claims_ahead=True) == {hosts[0].host.host}
+
+
+def test_a_worker_whose_view_holds_no_claim_of_its_own_keeps_to_the_tolerance():
+    hosts = in_lanes((0, 1.0), (1, 0.985), (1, 0.984))
+
+    assert fronts_of(Spread(1, 2), hosts) == {hosts[0].host.host}
 
 
 def test_a_worker_takes_another_lane_s_host_when_its_own_are_beyond_the_reach():
     hosts = in_lanes((0, 1.0), (0, 0.999), (1, 0.95), (1, 0.94))
 
-    assert fronts_of(Spread(1, 2), hosts) == {hosts[0].host.host, hosts[1].host.host}
+    assert fronts_of(Spread(1, 2), hosts, own_claims_ahead=True) == {
+        hosts[0].host.host, hosts[1].host.host}
 
 
 def test_with_its_claim_in_flight_on_the_only_near_best_host_a_worker_reaches_past_it():
@@ -149,17 +162,20 @@ def test_with_its_claim_in_flight_and_nothing_within_the_reach_a_worker_tries_it
     assert fronts == {'h0'}
 
 
-@pytest.mark.parametrize('near, beyond, precedence, possible', [
-    ('ab', 'cd', [OWN_LANE, OTHER_LANE, OWN_LANE, OWN_LANE], [['a', 'b']]),
-    ('ab', 'cd', [OTHER_LANE, OTHER_LANE, OTHER_LANE, OWN_LANE],
+@pytest.mark.parametrize('near, beyond, precedence, for_own_lane, possible', [
+    ('ab', 'cd', [OWN_LANE, OTHER_LANE, OWN_LANE, OWN_LANE], True, [['a', 'b']]),
+    ('ab', 'cd', [OTHER_LANE, OTHER_LANE, OTHER_LANE, OWN_LANE], True,
      [['d', 'a', 'b', 'c'], ['d', 'b', 'a', 'c']]),
-    ('a', 'bcd', [IN_FLIGHT, OTHER_LANE, OWN_LANE, IN_FLIGHT], [['c', 'b', 'a', 'd']]),
-    ('a', 'bc', [IN_FLIGHT, IN_FLIGHT, IN_FLIGHT], [['a', 'b', 'c']]),
-], ids=['own lane near', 'own lane beyond', 'all near in flight', 'all in flight'])
+    ('ab', 'cd', [OTHER_LANE, OTHER_LANE, OTHER_LANE, OWN_LANE], False,
+     [['a', 'b'], ['b', 'a']]),
+    ('a', 'bcd', [IN_FLIGHT, OTHER_LANE, OWN_LANE, IN_FLIGHT], False, [['c', 'b', 'a', 'd']]),
+    ('a', 'bc', [IN_FLIGHT, IN_FLIGHT, IN_FLIGHT], True, [['a', 'b', 'c']]),
+], ids=['own lane near', 'own lane beyond', 'own lane beyond, view not ahead',
+        'all near in flight', 'all in flight'])
 def test_the_hosts_within_the_reach_in_the_order_a_worker_tries_them(near, beyond, precedence,
-                                                                     possible):
+                                                                     for_own_lane, possible):
     seen = {tuple(arrange(list(near), list(beyond), np.array(precedence, dtype=np.int8),
-                          random.Random(seed)))
+                          random.Random(seed), for_own_lane=for_own_lane))
             for seed in range(20)}
 
     assert seen == {tuple(order) for order in possible}
