@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from oslo_config import cfg
 
-from scheduler.catalog.readonly_db import ReadOnlyDatabase, sqlalchemy_module
+from scheduler.catalog.dbapi import DirectConnection, DirectDatabase
 from scheduler.conf.placement_database import GROUP
 from scheduler.exceptions import ConfigurationError
 from scheduler.provider_view.snapshot import Keyed, ProviderSnapshot
@@ -84,7 +84,7 @@ class Marks:
     added_allocations: int              # rows with an id above the previous read's highest
 
 
-class PlacementDatabaseReader(ReadOnlyDatabase):
+class PlacementDatabaseReader(DirectDatabase):
     """Reads the providers of one Placement database as a snapshot: all of them, or
     only what changed since a previous snapshot.
 
@@ -111,8 +111,7 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
     def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30,
                  refresh_reads: int = 60):
         super().__init__(url, option=OPTION, error=ProviderViewError,
-                         connect_timeout=connect_timeout, query_timeout=query_timeout,
-                         keep_connection=True)
+                         connect_timeout=connect_timeout, query_timeout=query_timeout)
         self.refresh_reads = max(1, refresh_reads)
         # Where the next slice of providers read again begins (a row).
         self._refresh_from = 0
@@ -126,23 +125,19 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
              whole: bool = False) -> ProviderSnapshot:
         """Every provider; with ``previous``, that snapshot with what changed since, or
         (``whole``) read whole, sharing ``previous``'s providers if they are the same."""
-        sqlalchemy = sqlalchemy_module(OPTION)
         with self.connect() as connection:
             # One transaction: the reads see one moment (repeatable read on
             # PostgreSQL and MySQL; SQLite's read transaction).
-            if connection.dialect.name in ('postgresql', 'mysql'):
-                connection = connection.execution_options(isolation_level='REPEATABLE READ')
-            with connection.begin():
-                marks = self._marks(connection, sqlalchemy, previous)
-                if previous is not None and not whole and isinstance(previous.marks, Marks):
-                    snapshot = self._read_changes(connection, sqlalchemy, previous, marks)
-                    if snapshot is not None:
-                        self.change_reads += 1
-                        return snapshot
-                self.whole_reads += 1
-                return self._read_all(connection, marks, previous)
+            marks = self._marks(connection, previous)
+            if previous is not None and not whole and isinstance(previous.marks, Marks):
+                snapshot = self._read_changes(connection, previous, marks)
+                if snapshot is not None:
+                    self.change_reads += 1
+                    return snapshot
+            self.whole_reads += 1
+            return self._read_all(connection, marks, previous)
 
-    def _read_all(self, connection: Any, marks: Marks,
+    def _read_all(self, connection: DirectConnection, marks: Marks,
                   previous: ProviderSnapshot | None) -> ProviderSnapshot:
         numbers = _fetch_columns(connection, PROVIDER_NUMBERS, 3)
         numbers = numbers[np.argsort(numbers[:, 0], kind='stable')]
@@ -167,18 +162,16 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
             aggregates=map(names.aggregates, _pieces(connection, AGGREGATES, 2, np.int32)),
             marks=marks, previous=previous)
 
-    def _marks(self, connection: Any, sqlalchemy: Any,
-               previous: ProviderSnapshot | None) -> Marks:
-        count, last, generations, newest = connection.execute(
-            sqlalchemy.text(PROVIDERS_MARK)).one()
+    def _marks(self, connection: DirectConnection, previous: ProviderSnapshot | None) -> Marks:
+        count, last, generations, newest = connection.one(PROVIDERS_MARK)
         last_allocation = (previous.marks.allocations[1]
                            if previous is not None and isinstance(previous.marks, Marks) else 0)
-        allocations, highest, added = connection.execute(
-            sqlalchemy.text(ALLOCATIONS_MARK), {'last': last_allocation}).one()
+        allocations, highest, added = connection.one(ALLOCATIONS_MARK,
+                                                     {'last': last_allocation})
         return Marks((int(count), int(last), int(generations)), _timestamp(newest),
                      (int(allocations), int(highest)), int(added))
 
-    def _read_changes(self, connection: Any, sqlalchemy: Any, previous: ProviderSnapshot,
+    def _read_changes(self, connection: DirectConnection, previous: ProviderSnapshot,
                       marks: Marks) -> ProviderSnapshot | None:
         """``previous`` with what changed; None when only a whole read will do (the
         providers themselves changed, or too many of them)."""
@@ -186,7 +179,7 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
         if marks.providers[:2] != before.providers[:2]:
             return None                 # providers were created or deleted
         generations = previous.generations.copy()
-        changed = self._moved(connection, sqlalchemy, previous, before, marks, generations)
+        changed = self._moved(connection, previous, before, marks, generations)
         if changed is None:
             return None
         if len(changed) > WHOLE_READ_SHARE * len(previous):
@@ -198,11 +191,9 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
                        dtype: Any = np.int64) -> np.ndarray:
             if not changed:
                 return np.zeros((0, width), dtype=dtype)
-            statement = sqlalchemy.text(
-                f'{query} WHERE resource_provider_id IN :ids{grouping}').bindparams(
-                sqlalchemy.bindparam('ids', expanding=True))
-            rows = connection.execute(statement, {'ids': changed}).all()
-            return np.array([tuple(r) for r in rows], dtype=dtype).reshape(len(rows), width)
+            rows = connection.rows(f'{query} WHERE resource_provider_id IN :ids{grouping}',
+                                   {'ids': changed})
+            return np.array(rows, dtype=dtype).reshape(len(rows), width)
 
         names = _Names(connection)
         usages = (_fetch_columns(connection, USAGES + USAGES_GROUPING, 3) if deleted
@@ -226,7 +217,7 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
         self._refresh_from = int(rows[-1]) + 1
         return previous.ids[rows].tolist()
 
-    def _moved(self, connection: Any, sqlalchemy: Any, previous: ProviderSnapshot,
+    def _moved(self, connection: DirectConnection, previous: ProviderSnapshot,
                before: Marks, marks: Marks, generations: Any) -> list[int] | None:
         """The ids of the providers whose generation moved since ``previous`` (their
         new generations written into ``generations``); None when the providers
@@ -234,8 +225,8 @@ class PlacementDatabaseReader(ReadOnlyDatabase):
         rows = None
         if before.newest_write is not None:
             since = before.newest_write - WRITE_OVERLAP
-            rows = connection.execute(sqlalchemy.text(CHANGED_PROVIDERS),
-                                      {'since': _bind_timestamp(connection, since)}).all()
+            rows = connection.rows(CHANGED_PROVIDERS,
+                                   {'since': _bind_timestamp(connection, since)})
         elif marks.newest_write is None:
             rows = []                   # no provider was ever written after its creation
         if rows is not None:
@@ -263,32 +254,26 @@ def _timestamp(value: Any) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(str(value))
 
 
-def _bind_timestamp(connection: Any, value: datetime.datetime) -> Any:
-    # SQLite keeps timestamps as SQLAlchemy writes them, text that sorts as time does.
-    if connection.dialect.name == 'sqlite':
+def _bind_timestamp(connection: DirectConnection, value: datetime.datetime) -> Any:
+    # SQLite keeps timestamps as Placement's SQLAlchemy writes them, text that sorts
+    # as time does.
+    if connection.backend == 'sqlite':
         return value.strftime('%Y-%m-%d %H:%M:%S.%f')
     return value
 
 
-def _fetch(connection: Any, query: str) -> list[tuple]:
-    """Every row of a small result as plain tuples, through the driver's own cursor
-    in the connection's transaction (SQLAlchemy's row objects cost more than the
-    query at tens of thousands of rows)."""
-    cursor = connection.connection.cursor()
-    try:
-        cursor.execute(query)
-        return cursor.fetchall()
-    finally:
-        cursor.close()
+def _fetch(connection: DirectConnection, query: str) -> list[tuple]:
+    """Every row of a small result as plain tuples, in the connection's transaction."""
+    return connection.rows(query)
 
 
-def _chunks(connection: Any, query: str) -> Iterator[list[tuple]]:
+def _chunks(connection: DirectConnection, query: str) -> Iterator[list[tuple]]:
     """The rows of a large result, ``FETCH_CHUNK`` at a time, through a server-side
     cursor where the driver has one: psycopg2 and PyMySQL otherwise receive the
     whole result when the query is sent, and at 50,000 providers the driver's copy
     of the inventories alone took 50 MB of a worker's peak."""
-    raw = connection.connection
-    driver = connection.dialect.driver
+    raw = connection.raw
+    driver = connection.driver
     if driver == 'psycopg2':
         cursor = raw.cursor(name=f'provider_view_{next(_CURSOR_NUMBERS)}')
         cursor.itersize = FETCH_CHUNK
@@ -382,7 +367,7 @@ def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:
     """The view ``[scheduler] provider_view`` asks for, or None when it is off.
 
     ConfigurationError when it is on without ``[placement_database] connection``, or
-    when SQLAlchemy is missing or the URL cannot work.
+    when the database driver is missing or the URL cannot work.
     """
     if not conf.scheduler.provider_view:
         return None

@@ -9,6 +9,8 @@ so even credentials that could write cannot. Connections are not pooled (one per
 read), except one kept for a reader that reads every second. URLs are shown with
 the password masked, and error texts are scrubbed of it. SQLAlchemy and the
 drivers are the ``celldb`` extra, imported only when a connection is configured.
+The provider view's reader connects through the driver alone
+(:mod:`scheduler.catalog.dbapi`), with the same sessions and timeouts.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Any
 
 from scheduler.exceptions import ConfigurationError, SchedulerError
 
-_SESSION_SETUP = {
+SESSION_SETUP = {
     'mysql': ('SET SESSION TRANSACTION READ ONLY',),
     'sqlite': ('PRAGMA query_only = ON',),
     # PostgreSQL gets default_transaction_read_only as a connection option.
@@ -57,11 +59,11 @@ class ReadOnlyDatabase:
         self.label = parsed.render_as_string(hide_password=True)
         self._password = parsed.password
         backend = parsed.get_backend_name()
-        if backend not in _SESSION_SETUP:
+        if backend not in SESSION_SETUP:
             raise ConfigurationError(
                 f'{option}: {self.label}: only MySQL/MariaDB, PostgreSQL and '
                 f'SQLite can be opened read-only here, not {backend!r}')
-        self._setup = _SESSION_SETUP[backend]
+        self._setup = SESSION_SETUP[backend]
         # One connection per read, unless reads come every second or so (the
         # provider view): then one connection is kept, checked before each use.
         pooling: dict[str, Any] = (
@@ -70,7 +72,7 @@ class ReadOnlyDatabase:
             else {'poolclass': sqlalchemy.pool.NullPool})
         self._engine = sqlalchemy.create_engine(
             parsed, **pooling,
-            connect_args=_connect_args(backend, parsed.get_driver_name(), connect_timeout,
+            connect_args=connect_args(backend, parsed.get_driver_name(), connect_timeout,
                                        query_timeout))
         sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
         # Errors of the driver's own cursor (readers that fetch through it for speed).
@@ -104,13 +106,18 @@ class ReadOnlyDatabase:
         self._engine.dispose()
 
     def _scrub(self, text: str) -> str:
-        text = mask_url(text)
-        if self._password:
-            text = text.replace(self._password, '***')
-        return text
+        return scrub(text, self._password)
 
 
-def _connect_args(backend: str, driver: str, connect_timeout: int,
+def scrub(text: str, password: str | None) -> str:
+    """``text`` (a driver's error) with any URL's password and ``password`` masked."""
+    text = mask_url(text)
+    if password:
+        text = text.replace(password, '***')
+    return text
+
+
+def connect_args(backend: str, driver: str, connect_timeout: int,
                   query_timeout: int) -> dict[str, Any]:
     if backend == 'postgresql':
         return {'connect_timeout': connect_timeout,

@@ -4,14 +4,14 @@ At 50,000 providers the drivers' own copy of a whole result (psycopg2 and PyMySQ
 receive all of it when the query is sent) was most of a worker's peak, so the
 reader (scheduler/catalog/placement_db.py) asks for a server-side cursor. These
 tests read a table of the REAL MariaDB and PostgreSQL of this machine through a
-read-only connection, as the reader does.
+read-only connection of the driver's own, as the reader does.
 """
 from __future__ import annotations
 
 import pytest
 
 from scheduler.catalog import placement_db
-from scheduler.catalog.readonly_db import ReadOnlyDatabase
+from scheduler.catalog.dbapi import DirectDatabase
 from scheduler.provider_view.view import ProviderViewError
 
 ROWS = 10
@@ -20,7 +20,7 @@ _INSERT = ('INSERT INTO compute_nodes (host, uuid, vcpus, memory_mb, local_gb, v
            "VALUES (%s, %s, %s, 1024, 10, 0, 0, 0, 'QEMU', 1, '{}')")
 
 
-def _filled(cell) -> ReadOnlyDatabase:
+def _filled(cell) -> DirectDatabase:
     """``cell`` with ROWS compute nodes (vcpus 0..ROWS-1), opened as the reader does."""
     connection = cell.connect()     # autocommit
     try:
@@ -29,7 +29,7 @@ def _filled(cell) -> ReadOnlyDatabase:
             cursor.execute(_INSERT, (f'host{i}', f'00000000-0000-0000-0000-{i:012d}', i))
     finally:
         connection.close()
-    return ReadOnlyDatabase(cell.reader_url, option='[test] connection', error=ProviderViewError)
+    return DirectDatabase(cell.reader_url, option='[test] connection', error=ProviderViewError)
 
 
 @pytest.fixture(params=['mariadb_cell', 'postgres_cell'])
@@ -42,7 +42,7 @@ def reader(request):
 def test_a_large_result_arrives_in_chunks_with_every_row_once(reader, monkeypatch):
     monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
 
-    with reader.connect() as connection, connection.begin():
+    with reader.connect() as connection:
         chunks = list(placement_db._chunks(connection, 'SELECT vcpus FROM compute_nodes'))
         columns = placement_db._fetch_columns(connection, 'SELECT id, vcpus FROM compute_nodes',
                                               2)
@@ -57,11 +57,10 @@ def test_on_postgresql_the_rows_stay_on_the_server_until_they_are_fetched(postgr
     reader = _filled(postgres_cell)
     monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
 
-    with reader.connect() as connection, connection.begin():
+    with reader.connect() as connection:
         chunks = placement_db._chunks(connection, 'SELECT vcpus FROM compute_nodes')
         next(chunks)
-        open_cursors = connection.exec_driver_sql(
-            'SELECT name, is_holdable FROM pg_cursors').all()
+        open_cursors = connection.rows('SELECT name, is_holdable FROM pg_cursors')
         rest = list(chunks)
 
     reader.close()

@@ -1,0 +1,115 @@
+"""The provider view's read-only connection through the driver alone (scheduler/catalog/dbapi.py).
+
+The reads themselves run against real PostgreSQL, MariaDB and SQLite in the
+functional tests (test_provider_view.py, test_placement_db_chunks.py); here, what
+an operator's URL becomes, what a query's parameters become, and that a password
+never shows.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from scheduler.catalog.dbapi import DirectConnection, DirectDatabase, parse_url
+from scheduler.exceptions import ConfigurationError
+from scheduler.provider_view.view import ProviderViewError
+
+OPTION = '[placement_database] connection'
+
+
+@pytest.mark.parametrize('url, backend, driver, host, port, database, query', [
+    ('postgresql://placement:pw@db1:5433/placement', 'postgresql', 'psycopg2', 'db1', 5433,
+     'placement', {}),
+    ('postgresql+psycopg2://placement:pw@db1/placement?sslmode=require', 'postgresql',
+     'psycopg2', 'db1', None, 'placement', {'sslmode': 'require'}),
+    ('mysql+pymysql://placement:pw@10.0.0.5/placement?charset=utf8', 'mysql', 'pymysql',
+     '10.0.0.5', None, 'placement', {'charset': 'utf8'}),
+    ('mysql://placement:pw@db1/placement', 'mysql', 'mysqldb', 'db1', None, 'placement', {}),
+    ('sqlite:////var/lib/placement/placement.db', 'sqlite', 'pysqlite', None, None,
+     '/var/lib/placement/placement.db', {}),
+    ('sqlite:///placement.db', 'sqlite', 'pysqlite', None, None, 'placement.db', {}),
+], ids=['postgresql', 'psycopg2 with arguments', 'pymysql', 'mysql: mysqldb', 'sqlite absolute',
+        'sqlite relative'])
+def test_an_operator_s_url_names_the_driver_and_what_it_connects_to(url, backend, driver, host,
+                                                                   port, database, query):
+    parsed = parse_url(url, OPTION)
+
+    assert (parsed.backend, parsed.driver, parsed.host, parsed.port, parsed.database,
+            parsed.query) == (backend, driver, host, port, database, query)
+
+
+def test_a_password_is_decoded_for_the_driver_and_masked_in_the_label():
+    parsed = parse_url('postgresql://placement:p%40ss%2Fw0rd@db1/placement', OPTION)
+
+    assert parsed.password == 'p@ss/w0rd'
+    assert parsed.label == 'postgresql+psycopg2://placement:***@db1/placement'
+    assert 'w0rd' not in repr(parsed)
+
+
+@pytest.mark.parametrize('url, message', [
+    ('placement:hunter2@db1/placement', 'an entry is not a SQLAlchemy URL'),
+    ('postgresql://placement:hunter2@db1:port/placement', 'an entry is not a SQLAlchemy URL'),
+    ('oracle://placement:hunter2@db/placement',
+     "only MySQL/MariaDB, PostgreSQL and SQLite can be opened read-only here, not 'oracle'"),
+    ('postgresql+pg8000://placement:hunter2@db/placement',
+     "postgresql through 'pg8000' is not supported here; use one of psycopg2"),
+], ids=['no scheme', 'a port that is no number', 'another database', 'another driver'])
+def test_a_url_that_cannot_work_is_refused_without_showing_its_password(url, message):
+    with pytest.raises(ConfigurationError) as failure:
+        DirectDatabase(url, option=OPTION, error=ProviderViewError)
+
+    assert message in str(failure.value) and OPTION in str(failure.value)
+    assert 'hunter2' not in str(failure.value)
+
+
+@pytest.mark.parametrize('backend, mark', [('postgresql', '%s'), ('sqlite', '?')])
+def test_parameters_become_the_driver_s_marks_and_a_list_a_parenthesised_list(backend, mark):
+    url = parse_url(f'{backend}://u:p@h/d' if backend != 'sqlite' else 'sqlite:///d', OPTION)
+    connection = DirectConnection(url, raw=None)
+
+    statement, values = connection._positional(
+        "SELECT a::text FROM t WHERE id IN :ids AND at >= :since AND b = ':not'",
+        {'ids': [3, 4, 5], 'since': 'then'})
+
+    assert statement == (f"SELECT a::text FROM t WHERE id IN ({mark}, {mark}, {mark}) "
+                         f"AND at >= {mark} AND b = ':not'")
+    assert values == [3, 4, 5, 'then']
+
+
+def test_a_percent_sign_stays_one_for_a_driver_with_format_marks():
+    connection = DirectConnection(parse_url('postgresql://u:p@h/d', OPTION), raw=None)
+
+    assert connection._positional("SELECT 1 WHERE a LIKE 'x%' AND b = :b", {'b': 2}) == (
+        "SELECT 1 WHERE a LIKE 'x%%' AND b = %s", [2])
+    assert connection._positional("SELECT 1 WHERE a LIKE 'x%'", {}) == (
+        "SELECT 1 WHERE a LIKE 'x%'", [])
+
+
+def test_a_read_of_sqlite_is_one_read_only_transaction(tmp_path):
+    path = tmp_path / 'placement.db'
+    with sqlite3.connect(path) as setup:
+        setup.execute('CREATE TABLE t (id INTEGER)')
+        setup.executemany('INSERT INTO t VALUES (?)', [(1,), (2,), (3,)])
+    database = DirectDatabase(f'sqlite:///{path}', option=OPTION, error=ProviderViewError)
+
+    with database.connect() as connection:
+        assert connection.rows('SELECT id FROM t WHERE id IN :ids', {'ids': [1, 3]}) == [
+            (1,), (3,)]
+        assert connection.raw.in_transaction
+        with pytest.raises(sqlite3.OperationalError):       # query_only
+            connection.rows('INSERT INTO t VALUES (4)')
+    with database.connect() as again:                       # the kept connection, checked
+        assert again.raw is connection.raw and again.one('SELECT COUNT(*) FROM t') == (3,)
+    database.close()
+
+
+def test_a_driver_error_is_the_reader_s_error_without_the_password():
+    database = DirectDatabase('postgresql://placement:hunter2@127.0.0.1:1/placement',
+                              option=OPTION, error=ProviderViewError, connect_timeout=1)
+
+    with pytest.raises(ProviderViewError) as failure, database.connect():
+        pass
+
+    assert 'OperationalError' in str(failure.value)
+    assert 'hunter2' not in str(failure.value)
