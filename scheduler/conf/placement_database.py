@@ -14,11 +14,12 @@ placement_database_group = cfg.OptGroup(
          'with SELECT on ``resource_providers``, ``inventories``, ``allocations``, '
          '``resource_classes``, ``traits``, ``resource_provider_traits``, '
          '``placement_aggregates`` and ``resource_provider_aggregates`` is all it needs. '
-         'Needs the ``celldb`` extra (SQLAlchemy and a driver: PyMySQL, psycopg2).')
+         'Needs a database driver (psycopg2, PyMySQL or mysqlclient; the ``celldb`` extra '
+         'installs PyMySQL and psycopg2); read through the driver alone, without SQLAlchemy.')
 
 placement_database_opts = [
     cfg.StrOpt('connection', default='', secret=True,
-               help='SQLAlchemy URL of Placement\'s database (its ``[placement_database] '
+               help='SQLAlchemy-style URL of Placement\'s database (its ``[placement_database] '
                     'connection``, ideally with a read-only user), e.g. '
                     '``postgresql+psycopg2://scheduler:secret@db/placement``. Never logged '
                     'with its password.'),
