@@ -6,10 +6,10 @@ Never a write: every connection is made read-only before it is used
 (``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
 ``default_transaction_read_only`` on PostgreSQL, ``PRAGMA query_only`` on SQLite),
 so even credentials that could write cannot. Connections are not pooled (one per
-read), except one kept for a reader that reads every second. URLs are shown with
-the password masked, and error texts are scrubbed of it. SQLAlchemy and the
-drivers are the ``celldb`` extra, imported only when a connection is configured.
-The provider view's reader connects through the driver alone
+read). URLs are shown with the password masked, and error texts are scrubbed of
+it. SQLAlchemy and the drivers are the ``celldb`` extra, imported only when a
+connection is configured. The provider view's reader, which reads every second or
+so, keeps one connection and talks to the driver alone
 (:mod:`scheduler.catalog.dbapi`), with the same sessions and timeouts.
 """
 from __future__ import annotations
@@ -44,8 +44,7 @@ class ReadOnlyDatabase:
     """
 
     def __init__(self, url: str, *, option: str, error: type[SchedulerError],
-                 connect_timeout: int = 5, query_timeout: int = 30,
-                 keep_connection: bool = False):
+                 connect_timeout: int = 5, query_timeout: int = 30):
         sqlalchemy = sqlalchemy_module(option)
         self._option = option
         self._error = error
@@ -64,14 +63,9 @@ class ReadOnlyDatabase:
                 f'{option}: {self.label}: only MySQL/MariaDB, PostgreSQL and '
                 f'SQLite can be opened read-only here, not {backend!r}')
         self._setup = SESSION_SETUP[backend]
-        # One connection per read, unless reads come every second or so (the
-        # provider view): then one connection is kept, checked before each use.
-        pooling: dict[str, Any] = (
-            {'poolclass': sqlalchemy.pool.QueuePool, 'pool_size': 1, 'max_overflow': 1,
-             'pool_pre_ping': True, 'pool_recycle': 3600} if keep_connection
-            else {'poolclass': sqlalchemy.pool.NullPool})
+        # Not pooled: one connection per read.
         self._engine = sqlalchemy.create_engine(
-            parsed, **pooling,
+            parsed, poolclass=sqlalchemy.pool.NullPool,
             connect_args=connect_args(backend, parsed.get_driver_name(), connect_timeout,
                                        query_timeout))
         sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
