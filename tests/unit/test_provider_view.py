@@ -199,20 +199,33 @@ def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on
     assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
 
 
-def slow_first_read(now: list[float], takes: float = 1.5):
-    """A reader whose first read takes ``takes`` seconds of the clock ``now``, and whose
-    reads behind the requests wait until the event returned is set."""
+def slow_read_of_changes(now: list[float], takes: float = 1.5):
+    """A reader whose second read (the first of changes) takes ``takes`` seconds of the
+    clock ``now``, and whose reads behind the requests wait until the event returned
+    is set."""
     reads_behind_may_end = threading.Event()
-    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
 
     def slow_read(previous: ProviderSnapshot | None = None, *,
                   whole: bool = False) -> ProviderSnapshot:
-        if reads.count == 0:
+        if reads.count == 1:
             now[0] += takes
         elif threading.current_thread() is not threading.main_thread():
             assert reads_behind_may_end.wait(10)
         return reads()
     return slow_read, reads_behind_may_end
+
+
+def a_view_whose_read_of_changes_took(now: list[float], max_age: float):
+    """A view read first at 0 s, then again by an idle worker's request at 10 s, a read
+    of changes that takes until 11.5 s; and the event that lets reads behind end."""
+    slow_read, reads_behind_may_end = slow_read_of_changes(now)
+    view = ProviderView(slow_read, max_age=max_age, clock=lambda: now[0])
+    view.match(vcpus(1))
+    now[0] = 10.0
+    view.match(vcpus(1))                # idle: reads before deciding, until 11.5 s
+    assert now[0] == 11.5
+    return view, reads_behind_may_end
 
 
 @pytest.mark.parametrize('max_age, gap, waits', [
@@ -225,10 +238,8 @@ def slow_first_read(now: list[float], takes: float = 1.5):
 def test_a_worker_whose_read_outlasts_max_age_waits_for_the_next_only_when_idle_as_long(
         max_age, gap, waits):
     now = [0.0]
-    slow_read, reads_behind_may_end = slow_first_read(now)
-    view = ProviderView(slow_read, max_age=max_age, clock=lambda: now[0])
-    view.match(vcpus(1))                # reads from 0 to 1.5 s
-    now[0] = 1.5 + gap
+    view, reads_behind_may_end = a_view_whose_read_of_changes_took(now, max_age)
+    now[0] = 11.5 + gap
 
     found, _ = view.match(vcpus(1))
 
@@ -241,11 +252,9 @@ def test_a_worker_reads_for_at_most_a_quarter_of_its_time():
     # would take the interpreter from the requests. A read that took 1.5 s serves
     # for 6 s from when it began.
     now = [0.0]
-    slow_read, reads_behind_may_end = slow_first_read(now)
-    view = ProviderView(slow_read, max_age=0.25, clock=lambda: now[0])
-    view.match(vcpus(1))                # reads from 0 to 1.5 s
+    view, reads_behind_may_end = a_view_whose_read_of_changes_took(now, 0.25)
     started = []
-    for at in (2.0, 3.0, 4.0, 5.0, 5.9, 6.1):     # a busy worker
+    for at in (12.0, 13.0, 14.0, 15.0, 15.9, 16.1):     # a busy worker
         now[0] = at
         view.match(vcpus(1))
         started.append(view._reading)
@@ -253,6 +262,31 @@ def test_a_worker_reads_for_at_most_a_quarter_of_its_time():
 
     assert view.fresh_for() == 6.0
     assert started == [False] * 5 + [True]
+
+
+def test_the_first_whole_read_does_not_space_a_busy_worker_s_reads():
+    # The first read of 50,000 providers reads every one of them, and reads of
+    # changes take a fraction of it: spaced by the first, every worker decided from
+    # its first snapshot for several seconds under load.
+    now = [0.0]
+    reads_behind_may_end = threading.Event()
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
+
+    def slow_first(previous: ProviderSnapshot | None = None, *,
+                   whole: bool = False) -> ProviderSnapshot:
+        if previous is None:
+            now[0] += 3.0
+        else:
+            assert reads_behind_may_end.wait(10)
+        return reads()
+    view = ProviderView(slow_first, max_age=0.25, clock=lambda: now[0])
+    view.match(vcpus(1))                # reads from 0 to 3 s
+    now[0] = 3.2                        # busy, and the snapshot is older than max_age
+
+    view.match(vcpus(1))
+
+    assert view.fresh_for() == 0.25 and view._reading
+    reads_behind_may_end.set()
 
 
 def test_when_a_read_behind_fails_the_next_request_reads_itself_and_asks_placement_meanwhile():
