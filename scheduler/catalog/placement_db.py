@@ -262,11 +262,6 @@ def _bind_timestamp(connection: DirectConnection, value: datetime.datetime) -> A
     return value
 
 
-def _fetch(connection: DirectConnection, query: str) -> list[tuple]:
-    """Every row of a small result as plain tuples, in the connection's transaction."""
-    return connection.rows(query)
-
-
 def _chunks(connection: DirectConnection, query: str) -> Iterator[list[tuple]]:
     """The rows of a large result, ``FETCH_CHUNK`` at a time, through a server-side
     cursor where the driver has one: psycopg2 and PyMySQL otherwise receive the
@@ -298,7 +293,7 @@ def _chunks(connection: DirectConnection, query: str) -> Iterator[list[tuple]]:
 _CURSOR_NUMBERS = itertools.count()
 
 
-def _fetch_uuids(connection: Any) -> tuple[np.ndarray, list[str]]:
+def _fetch_uuids(connection: DirectConnection) -> tuple[np.ndarray, list[str]]:
     """Every provider's id and uuid, in the order of the ids."""
     ids: list[np.ndarray] = []
     uuids: list[str] = []
@@ -310,20 +305,20 @@ def _fetch_uuids(connection: Any) -> tuple[np.ndarray, list[str]]:
     return found[order], [uuids[i] for i in order.tolist()]
 
 
-def _pieces(connection: Any, query: str, width: int,
+def _pieces(connection: DirectConnection, query: str, width: int,
             dtype: Any = np.int64) -> Iterator[np.ndarray]:
     """The rows of ``query`` (numbers only), an array of ``FETCH_CHUNK`` at a time."""
     for chunk in _chunks(connection, query):
         yield np.array(chunk, dtype=dtype).reshape(len(chunk), width)
 
 
-def _fetch_columns(connection: Any, query: str, width: int,
+def _fetch_columns(connection: DirectConnection, query: str, width: int,
                    dtype: Any = np.int64) -> np.ndarray:
     """Every row of ``query`` (numbers only) as one array, filled ``FETCH_CHUNK`` rows
     at a time: counted first, so that the rows (every provider's numbers) are never
     held twice, as chunks and as their concatenation. The transaction is
     repeatable-read, so the count is the number of rows."""
-    [(count,)] = _fetch(connection, f'SELECT COUNT(*) FROM ({query}) counted')
+    [(count,)] = connection.rows(f'SELECT COUNT(*) FROM ({query}) counted')
     rows = np.empty((int(count), width), dtype=dtype)
     filled = 0
     for chunk in _chunks(connection, query):
@@ -341,10 +336,10 @@ class _Names:
     (read before any large result, which some drivers must finish before the
     connection takes another query)."""
 
-    def __init__(self, connection: Any):
-        self._classes = dict(_fetch(connection, CLASS_NAMES))
-        self._traits = dict(_fetch(connection, TRAIT_NAMES))
-        self._aggregates = dict(_fetch(connection, AGGREGATE_UUIDS))
+    def __init__(self, connection: DirectConnection):
+        self._classes = dict(connection.rows(CLASS_NAMES))
+        self._traits = dict(connection.rows(TRAIT_NAMES))
+        self._aggregates = dict(connection.rows(AGGREGATE_UUIDS))
 
     def classes(self, rows: np.ndarray) -> Keyed:
         return _keyed(rows, self._classes)
