@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.catalog.readonly_db import SESSION_SETUP, connect_args, scrub
+from scheduler.catalog.readonly_db import SESSION_SETUP, connect_args, error_line
 from scheduler.exceptions import ConfigurationError, SchedulerError
 
 #: Per backend, its default driver and the drivers this module connects with.
@@ -169,9 +169,8 @@ class DirectDatabase:
                 raw.rollback()
         except self._dbapi.Error as e:
             self._discard()
-            detail = str(e).strip().splitlines()[0][:300] if str(e).strip() else ''
-            raise self._error(f'{type(e).__name__}: '
-                              f'{scrub(detail, self._url.password)}') from None
+            detail = error_line(str(e), self._url.password)
+            raise self._error(f'{type(e).__name__}: {detail}') from None
 
     def close(self) -> None:
         self._discard()

@@ -67,7 +67,7 @@ class ReadOnlyDatabase:
         self._engine = sqlalchemy.create_engine(
             parsed, poolclass=sqlalchemy.pool.NullPool,
             connect_args=connect_args(backend, parsed.get_driver_name(), connect_timeout,
-                                       query_timeout))
+                                      query_timeout))
         sqlalchemy.event.listen(self._engine, 'connect', self._read_only_session)
         # Errors of the driver's own cursor (readers that fetch through it for speed).
         dbapi = getattr(self._engine.dialect, 'loaded_dbapi', None) or self._engine.dialect.dbapi
@@ -93,26 +93,23 @@ class ReadOnlyDatabase:
                 finally:
                     connection.rollback()
         except (sqlalchemy.exc.SQLAlchemyError, *self._driver_errors) as e:
-            detail = str(getattr(e, 'orig', None) or e).strip().splitlines()[0][:300]
-            raise self._error(f'{type(e).__name__}: {self._scrub(detail)}') from None
+            detail = error_line(str(getattr(e, 'orig', None) or e), self._password)
+            raise self._error(f'{type(e).__name__}: {detail}') from None
 
     def close(self) -> None:
         self._engine.dispose()
 
-    def _scrub(self, text: str) -> str:
-        return scrub(text, self._password)
 
-
-def scrub(text: str, password: str | None) -> str:
-    """``text`` (a driver's error) with any URL's password and ``password`` masked."""
-    text = mask_url(text)
-    if password:
-        text = text.replace(password, '***')
-    return text
+def error_line(text: str, password: str | None) -> str:
+    """The first line of a driver's error ``text`` (at most 300 characters), with any
+    URL's password and ``password`` masked."""
+    lines = text.strip().splitlines()
+    line = mask_url(lines[0][:300]) if lines else ''
+    return line.replace(password, '***') if password else line
 
 
 def connect_args(backend: str, driver: str, connect_timeout: int,
-                  query_timeout: int) -> dict[str, Any]:
+                 query_timeout: int) -> dict[str, Any]:
     if backend == 'postgresql':
         return {'connect_timeout': connect_timeout,
                 'options': f'-c default_transaction_read_only=on '
