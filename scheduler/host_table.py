@@ -235,10 +235,15 @@ class HostTable:
     #: What the columns read of each record, shared by every table of the process.
     record_values = RecordValues()
 
-    #: Whether the usage columns hold claims of this worker that the other workers'
-    #: views do not show yet (a provider view's table with claims since its read):
-    #: the spread reaches further for the worker's own lane (pipeline/spread.py).
-    own_claims_ahead: bool = False
+    #: Whether the request is decided while other workers claim too, on usage that
+    #: does not show all their claims yet: a provider view's table for a busy
+    #: worker, or one holding claims of this worker since its read (which the
+    #: others' views do not show yet either). The spread then reaches beyond the
+    #: near-best hosts (pipeline/spread.py).
+    concurrent: bool = False
+    #: What one instance asks of each host's root, when the table is one request's
+    #: (a provider view's fork): :meth:`room` then says how many more a host holds.
+    request_resources: Mapping[str, int] | None = None
 
     def __init__(self, candidates: Candidates, catalog: HostData, *,
                  default_availability_zone: str = 'nova'):
@@ -532,6 +537,16 @@ class HostTable:
     def free(self, rc: str) -> np.ndarray:
         return self.column(rc, 'capacity') - self.column(rc, 'used')
 
+    def room(self, rows: np.ndarray) -> np.ndarray | None:
+        """Per row, how many more instances of :attr:`request_resources` its root holds
+        by the usage columns; None when the table is not one request's."""
+        if not self.request_resources:
+            return None
+        rows = np.asarray(rows, dtype=np.intp)
+        return np.min([self.free(rc)[rows] // amount
+                       for rc, amount in self.request_resources.items() if amount > 0]
+                      or [np.full(len(rows), np.iinfo(np.int64).max)], axis=0)
+
     def label(self, row: int) -> str:
         """:func:`scheduler.filters.base.host_label` of the row's host."""
         host, node = self.host_names[row], self.nodenames[row]
@@ -779,11 +794,15 @@ class WeighedView(_EqualAsList, Sequence['WeighedHost']):
         """Input position of the ``i``-th best."""
         return int(self.order(i + 1)[i])
 
-    def uuids_at(self, positions: Sequence[int]) -> list[str]:
-        """The uuids of the hosts at these input positions (what :meth:`order`
+    def rows_at(self, positions: Sequence[int]) -> np.ndarray:
+        """The table's rows of the hosts at these input positions (what :meth:`order`
         returns: positions among the weighed rows, not rows of the table)."""
+        return self._rows_in[np.asarray(positions, dtype=np.intp)]
+
+    def uuids_at(self, positions: Sequence[int]) -> list[str]:
+        """The uuids of the hosts at these input positions."""
         roots = self.table.roots
-        return [roots[int(row)] for row in self._rows_in[np.asarray(positions, dtype=np.intp)]]
+        return [roots[int(row)] for row in self.rows_at(positions)]
 
     @property
     def rows(self) -> np.ndarray:

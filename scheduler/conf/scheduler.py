@@ -107,13 +107,16 @@ nova_opts = [
                       'Among those hosts each worker tries its own share of them first '
                       '(by host uuid, one share per worker of the service) and the hosts '
                       'its own claims are in flight on last. When none of its share is '
-                      'among them and its provider view shows claims of its own that the '
-                      'other workers\' views do not yet, a worker takes one of its share '
-                      'within twice this fraction before another\'s, and when its own '
-                      'claims are in flight on '
+                      'among them and it decides concurrently with the others (its '
+                      'provider view shows claims of its own that the others\' views do '
+                      'not yet, or its requests come back to back), a worker takes one of '
+                      'its share within twice this fraction before another\'s; when every '
+                      'one of them is another\'s share with room for two more instances '
+                      'of the request or fewer, one of its share or with more room within '
+                      'ten times this fraction; and when its own claims are in flight on '
                       'every one of them, any other host within twice this fraction: a '
-                      'chosen host is never more than twice this fraction worse than the '
-                      'best. 0, the default: Nova\'s ordering.'),
+                      'chosen host is never more than ten times this fraction worse than '
+                      'the best. 0, the default: Nova\'s ordering.'),
     cfg.BoolOpt('retry_without_limit', default=True,
                 help='When Placement\'s answer was cut at ``max_placement_results`` and no '
                      'host of it could be chosen (filters Placement cannot express, such as '

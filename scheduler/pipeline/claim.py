@@ -54,14 +54,16 @@ class Claiming:
     def __init__(self, conf: cfg.ConfigOpts, claimer: claims_mod.Claimer,
                  cleanups: claims_mod.PendingCleanups,
                  group_check: GroupClaimCheck,
-                 on_capacity_refused: Callable[[], None] | None = None,
+                 on_capacity_refused: Callable[[Mapping[str, Mapping[str, int]]], None]
+                 | None = None,
                  spread: Spread | None = None,
                  on_claimed: Callable[[Mapping[str, Mapping[str, int]]], None] | None = None):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
         self.group_check = group_check
-        #: Told when Placement refused a claim for capacity (the provider view reads again).
+        #: Told what Placement refused to claim for capacity (the provider view counts
+        #: it as used and reads again).
         self.on_capacity_refused = on_capacity_refused
         #: Told which hosts this worker's claims are in flight on (pipeline/spread.py).
         self.spread = spread
@@ -119,7 +121,7 @@ class Claiming:
                 known = e.known
                 attempt.claim_failures[e.reason] += 1
                 if e.reason == claims_mod.CAPACITY_EXCEEDED and self.on_capacity_refused:
-                    self.on_capacity_refused()
+                    self.on_capacity_refused(alloc_req.allocations)
                 LOG.debug('claim of %s on %s failed: %s', instance_uuid, host.host, e)
                 continue
             except pexc.PlacementUnavailable as e:

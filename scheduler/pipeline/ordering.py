@@ -19,14 +19,16 @@ from scheduler.pipeline import spread
 def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
                 shuffle_best_same_weighed_hosts: bool, rng: random.Random,
                 near_best_tolerance: float = 0.0,
-                precedence: Callable[[Sequence[str]], np.ndarray] | None = None) -> HostView:
+                precedence: Callable[[Sequence[str], np.ndarray | None], np.ndarray] | None = None
+                ) -> HostView:
     """Nova's ordering (``SchedulerManager._get_sorted_hosts``): ``weighed`` is
     sorted, best first (a :class:`~scheduler.host_table.WeighedView`; a list
     becomes one).
 
     Optionally shuffle the hosts tied at the top weight (with
     ``near_best_tolerance``, every host within that fraction of the best weight;
-    with ``precedence`` of the hosts' uuids too, as :func:`.spread.arrange` says),
+    with ``precedence`` of the hosts' uuids and room too, as :func:`.spread.arrange`
+    says, reaching as far as :func:`.spread.reach` says),
     then move one host picked at random from the first ``host_subset_size`` to the
     front; the rest keep their order. Only that head is
     worked out here: the rest of the order is read from the weighed view as far as
@@ -37,10 +39,15 @@ def order_hosts(weighed: Sequence[WeighedHost], *, host_subset_size: int,
         return HostView(weighed.table, np.zeros(0, dtype=np.intp))
     head: list[int] = []
     if precedence is not None and near_best_tolerance > 0:
-        near = weighed.count_best(near_best_tolerance)
-        reach = weighed.order(weighed.count_best(near_best_tolerance * spread.REACH)).tolist()
-        head = spread.arrange(reach[:near], reach[near:], precedence(weighed.uuids_at(reach)),
-                              rng, for_own_lane=weighed.table.own_claims_ahead)
+        def groups(positions: list[int]) -> np.ndarray:
+            return precedence(weighed.uuids_at(positions),
+                              weighed.table.room(weighed.rows_at(positions)))
+        near = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
+        near_groups = groups(near)
+        factor = spread.reach(near_groups, concurrent=weighed.table.concurrent)
+        beyond = (weighed.order(weighed.count_best(near_best_tolerance * factor))[len(near):]
+                  .tolist() if factor else [])
+        head = spread.arrange(near, near_groups, beyond, groups(beyond), rng)
     elif shuffle_best_same_weighed_hosts or near_best_tolerance > 0:
         head = weighed.order(weighed.count_best(near_best_tolerance)).tolist()
         rng.shuffle(head)

@@ -8,8 +8,8 @@ kube-scheduler decides from its cache and Nomad from a state snapshot, a worker
 decides from a snapshot of the providers (inventories, usages, traits,
 aggregates, trees) read from Placement's database (:mod:`scheduler.catalog.placement_db`,
 optional and read-only), and Placement stays the only writer and the arbiter: a
-claim it refuses (the view was stale) moves on to the next candidate and marks the
-view for a new read; it can cost a retry, never an overcommit.
+claim it refuses (the view was stale) moves on to the next candidate, counts as
+used in the view and starts a new read; it can cost a retry, never an overcommit.
 
 * :mod:`.snapshot`: the providers as columns, read in one transaction.
 * :mod:`.answer`: which queries the snapshot answers exactly, and the answer.

@@ -71,12 +71,16 @@ class SnapshotHosts:
         return replace(self, snapshot=snapshot, catalog_version=version, table=table)
 
     def view(self, matching: np.ndarray, resources: Mapping[str, int],
-             overlay: Overlay) -> HostView:
+             overlay: Overlay, *, busy: bool = False) -> HostView:
         """The hosts of the snapshot rows ``matching`` (roots), for one request asking
-        ``resources`` from its root, with this worker's claims since the read."""
+        ``resources`` from its root, with this worker's claims since the read;
+        ``busy``: the worker decides while its requests come back to back (and
+        so, under load, do the others')."""
         summaries = _Summaries(self.snapshot, overlay)
         table = self.table.fork(requests=_Requests(self.table.roots, dict(resources)),
                                 summaries=summaries)
+        table.request_resources = dict(resources)
+        table.concurrent = busy
         index = self.snapshot.index
         for rp, amounts in overlay.items():
             at = index.get(rp)
@@ -85,7 +89,7 @@ class SnapshotHosts:
                 continue
             for rc, amount in amounts.items():
                 table.writable_used(rc)[row] += amount
-                table.own_claims_ahead = True
+                table.concurrent = True
         rows = self.row_of[matching]
         return HostView(table, rows[rows >= 0])
 

@@ -122,13 +122,46 @@ def test_hosts_say_whether_they_show_claims_the_other_workers_views_do_not_yet()
 
     def ahead() -> bool:
         found, _ = view.match(vcpus(1))
-        return found.hosts(catalog).table.own_claims_ahead
+        return found.hosts(catalog).table.concurrent
 
     assert not ahead()
     view.claimed({uuid_for('a'): {'VCPU': 2}})
     assert ahead()
     now[0] = 11.0                                # the next read has the claim
     assert not ahead()
+
+
+def test_hosts_say_the_request_is_decided_concurrently_while_the_worker_is_busy():
+    # Under load every worker's view is behind the others' claims, even one just
+    # read (pipeline/spread.py); an idle worker's fresh view is not.
+    now = [0.0]
+    view = ProviderView(Reads(snapshot(('a', 8, 0))), max_age=1.0, clock=lambda: now[0],
+                        read_behind=False)
+    catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
+
+    def concurrent() -> bool:
+        found, _ = view.match(vcpus(1))
+        return found.hosts(catalog).table.concurrent
+
+    assert not concurrent()
+    now[0] = 0.5
+    assert concurrent()                          # the last request came within max_age
+    now[0] = 5.0
+    assert not concurrent()
+
+
+def test_hosts_know_what_the_request_asks_of_each_and_how_many_more_fit():
+    view = ProviderView(Reads(snapshot(('a', 8, 2), ('b', 8, 7))), max_age=10.0,
+                        clock=lambda: 0.0, read_behind=False)
+    view.match(vcpus(1))
+    view.claimed({uuid_for('a'): {'VCPU': 2}})
+
+    found, _ = view.match(vcpus(2))
+    hosts = found.hosts(HostCatalog(default_cell_uuid=SERVICE_CELL))
+
+    assert hosts.table.request_resources == {'VCPU': 2}
+    assert hosts.table.room(hosts.rows).tolist() == [2]           # b does not fit
+    assert hosts_of(found) == {uuid_for('a')}
 
 
 def test_the_worker_s_own_claims_count_until_the_next_read():
@@ -153,16 +186,31 @@ def test_the_worker_s_own_claims_count_until_the_next_read():
     assert used(found, 'a') == 6
 
 
-def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
-    now = [0.0]
-    second_read_may_end = threading.Event()
-    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4), ('b', 8, 0)))
+def second_read_held(*snapshots: ProviderSnapshot):
+    """A reader of ``snapshots`` whose second read waits until the event returned is
+    set."""
+    may_end = threading.Event()
+    reads = Reads(*snapshots)
 
     def read(previous: ProviderSnapshot | None = None, *,
              whole: bool = False) -> ProviderSnapshot:
         if reads.count == 1:
-            assert second_read_may_end.wait(10)
+            assert may_end.wait(10)
         return reads()
+    return read, may_end
+
+
+def wait_for_reads(view: ProviderView, count: int) -> None:
+    for _ in range(200):
+        if view.reads == count:
+            return
+        time.sleep(0.01)
+
+
+def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
+    now = [0.0]
+    read, second_read_may_end = second_read_held(snapshot(('a', 8, 0)),
+                                                 snapshot(('a', 8, 4), ('b', 8, 0)))
     view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
     view.match(vcpus(1))
     now[0] = 0.6
@@ -173,10 +221,7 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     assert hosts_of(found) == {uuid_for('a')}
     view.claimed({uuid_for('b'): {'VCPU': 8}})      # kept while the read is under way
     second_read_may_end.set()
-    for _ in range(200):
-        if view.reads == 2:
-            break
-        time.sleep(0.01)
+    wait_for_reads(view, 2)
 
     found, _ = view.match(vcpus(1))
     # The new snapshot, with the claim made during its read still counted.
@@ -314,16 +359,52 @@ def test_a_claim_refused_for_capacity_makes_the_view_read_again_at_once():
     view = ProviderView(reads, max_age=300.0, clock=lambda: 0.0)
     view.match(vcpus(1))
 
-    view.refused()
-    view.match(vcpus(1))     # starts the read, does not wait
-    for _ in range(200):
-        if view.reads == 2:
-            break
-        time.sleep(0.01)
+    view.refused({uuid_for('a'): {'VCPU': 1}})      # starts the read, does not wait
+    wait_for_reads(view, 2)
     found, why = view.match(vcpus(1))
 
     # No host left in the view: Placement, which knows what was freed since, is asked.
     assert reads.count == 2 and (found, why) == (None, NONE_FIT)
+
+
+def test_until_that_read_the_refused_amounts_count_as_used_on_the_host():
+    # The worker's next request, and the request's own retry, look elsewhere
+    # instead of meeting the same refusal on a host another scheduler filled.
+    read, read_may_end = second_read_held(snapshot(('a', 8, 4), ('b', 8, 0)),
+                                          snapshot(('a', 8, 8), ('b', 8, 0)))
+    view = ProviderView(read, max_age=300.0, clock=lambda: 0.0)
+    found, _ = view.match(vcpus(3))
+    assert hosts_of(found) == {uuid_for('a'), uuid_for('b')}
+
+    view.refused({uuid_for('a'): {'VCPU': 3}})
+    found, _ = view.match(vcpus(2))
+    assert view.reads == 1 and hosts_of(found) == {uuid_for('b')}
+    assert used(found, 'a') == 7
+
+    read_may_end.set()
+    wait_for_reads(view, 2)
+    # The read began after the refusal: it has what filled the host, counted once.
+    found, _ = view.match(vcpus(1))
+    assert hosts_of(found) == {uuid_for('b')} and used(found, 'a') == 8
+
+
+def test_a_refusal_during_a_read_begun_before_it_still_counts_after_that_read():
+    # That read may predate the other scheduler's claim that filled the host.
+    now = [0.0]
+    read, read_may_end = second_read_held(snapshot(('a', 8, 4)), snapshot(('a', 8, 4)))
+    view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
+    view.match(vcpus(1))
+    now[0] = 0.6
+    view.match(vcpus(1))
+    now[0] = 1.2
+    view.match(vcpus(1))                 # the read behind begins
+
+    view.refused({uuid_for('a'): {'VCPU': 3}})
+    read_may_end.set()
+    wait_for_reads(view, 2)
+
+    found, _ = view.match(vcpus(1))
+    assert view.reads == 2 and used(found, 'a') == 7
 
 
 def test_a_view_that_cannot_be_read_sends_the_request_to_placement_and_is_tried_again():

@@ -20,7 +20,18 @@ from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.claim import Claiming
 from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.ordering import order_hosts
-from scheduler.pipeline.spread import IN_FLIGHT, OTHER_LANE, OWN_LANE, Spread, arrange, lane_of
+from scheduler.pipeline.spread import (
+    FAR_REACH,
+    IN_FLIGHT,
+    NEARLY_FULL,
+    OTHER_LANE,
+    OWN_LANE,
+    REACH,
+    Spread,
+    arrange,
+    lane_of,
+    reach,
+)
 from tests.builders import make_conf, make_host, make_spec, uuid_for
 from tests.unit.test_ordering import weighed
 
@@ -108,9 +119,9 @@ def in_lanes(*hosts: tuple[int, float]) -> list[WeighedHost]:
 
 
 def fronts_of(spread: Spread, hosts: list[WeighedHost], tolerance: float = 0.01, *,
-              own_claims_ahead: bool = False) -> set[str]:
+              concurrent: bool = False) -> set[str]:
     view = as_weighed_view(hosts)
-    view.table.own_claims_ahead = own_claims_ahead
+    view.table.concurrent = concurrent
     return {order_hosts(view, host_subset_size=1, shuffle_best_same_weighed_hosts=False,
                         near_best_tolerance=tolerance, rng=random.Random(seed),
                         precedence=spread.precedence)[0].host for seed in range(60)}
@@ -122,9 +133,9 @@ def test_a_worker_whose_view_is_ahead_reaches_for_its_own_lane_up_to_the_reach()
     # look fuller than the other lane's only because it knows of its own claims.
     hosts = in_lanes((0, 1.0), (1, 0.985), (1, 0.984), (1, 0.97))
 
-    assert fronts_of(Spread(1, 2), hosts, own_claims_ahead=True) == {
+    assert fronts_of(Spread(1, 2), hosts, concurrent=True) == {
         hosts[1].host.host, hosts[2].host.host}
-    assert fronts_of(Spread(0, 2), hosts, own_claims_ahead=True) == {hosts[0].host.host}
+    assert fronts_of(Spread(0, 2), hosts, concurrent=True) == {hosts[0].host.host}
 
 
 def test_a_worker_whose_view_holds_no_claim_of_its_own_keeps_to_the_tolerance():
@@ -136,7 +147,7 @@ def test_a_worker_whose_view_holds_no_claim_of_its_own_keeps_to_the_tolerance():
 def test_a_worker_takes_another_lane_s_host_when_its_own_are_beyond_the_reach():
     hosts = in_lanes((0, 1.0), (0, 0.999), (1, 0.95), (1, 0.94))
 
-    assert fronts_of(Spread(1, 2), hosts, own_claims_ahead=True) == {
+    assert fronts_of(Spread(1, 2), hosts, concurrent=True) == {
         hosts[0].host.host, hosts[1].host.host}
 
 
@@ -162,23 +173,76 @@ def test_with_its_claim_in_flight_and_nothing_within_the_reach_a_worker_tries_it
     assert fronts == {'h0'}
 
 
-@pytest.mark.parametrize('near, beyond, precedence, for_own_lane, possible', [
-    ('ab', 'cd', [OWN_LANE, OTHER_LANE, OWN_LANE, OWN_LANE], True, [['a', 'b']]),
-    ('ab', 'cd', [OTHER_LANE, OTHER_LANE, OTHER_LANE, OWN_LANE], True,
+@pytest.mark.parametrize('near_groups, concurrent, factor', [
+    ([OWN_LANE, OTHER_LANE], True, 0.0),
+    ([OTHER_LANE, OTHER_LANE], True, REACH),
+    ([OTHER_LANE], False, 0.0),
+    ([NEARLY_FULL, IN_FLIGHT], True, FAR_REACH),
+    ([NEARLY_FULL, OTHER_LANE], True, REACH),
+    ([NEARLY_FULL], False, 0.0),
+    ([IN_FLIGHT], False, REACH),
+], ids=['own lane near', 'another lane near', 'another lane near, not concurrent',
+        'nearly full near', 'another lane with room near', 'nearly full, not concurrent',
+        'all in flight'])
+def test_how_far_beyond_the_near_best_hosts_a_worker_reaches(near_groups, concurrent, factor):
+    assert reach(np.array(near_groups, dtype=np.int8), concurrent=concurrent) == factor
+
+
+@pytest.mark.parametrize('near, near_groups, beyond, beyond_groups, possible', [
+    ('ab', [OWN_LANE, OTHER_LANE], '', [], [['a', 'b']]),
+    ('ab', [OTHER_LANE, OTHER_LANE], 'cd', [OTHER_LANE, OWN_LANE],
      [['d', 'a', 'b', 'c'], ['d', 'b', 'a', 'c']]),
-    ('ab', 'cd', [OTHER_LANE, OTHER_LANE, OTHER_LANE, OWN_LANE], False,
-     [['a', 'b'], ['b', 'a']]),
-    ('a', 'bcd', [IN_FLIGHT, OTHER_LANE, OWN_LANE, IN_FLIGHT], False, [['c', 'b', 'a', 'd']]),
-    ('a', 'bc', [IN_FLIGHT, IN_FLIGHT, IN_FLIGHT], True, [['a', 'b', 'c']]),
-], ids=['own lane near', 'own lane beyond', 'own lane beyond, view not ahead',
-        'all near in flight', 'all in flight'])
-def test_the_hosts_within_the_reach_in_the_order_a_worker_tries_them(near, beyond, precedence,
-                                                                     for_own_lane, possible):
-    seen = {tuple(arrange(list(near), list(beyond), np.array(precedence, dtype=np.int8),
-                          random.Random(seed), for_own_lane=for_own_lane))
+    ('a', [IN_FLIGHT], 'bcd', [OTHER_LANE, OWN_LANE, IN_FLIGHT], [['c', 'b', 'a', 'd']]),
+    ('a', [IN_FLIGHT], 'bc', [IN_FLIGHT, IN_FLIGHT], [['a', 'b', 'c']]),
+    ('ab', [NEARLY_FULL, NEARLY_FULL], 'cde', [NEARLY_FULL, OTHER_LANE, OWN_LANE],
+     [['e', 'd', 'a', 'b', 'c'], ['e', 'd', 'b', 'a', 'c']]),
+], ids=['own lane near', 'own lane beyond', 'all near in flight', 'all in flight',
+        'nearly full near'])
+def test_the_hosts_within_the_reach_in_the_order_a_worker_tries_them(
+        near, near_groups, beyond, beyond_groups, possible):
+    seen = {tuple(arrange(list(near), np.array(near_groups, dtype=np.int8), list(beyond),
+                          np.array(beyond_groups, dtype=np.int8), random.Random(seed)))
             for seed in range(20)}
 
     assert seen == {tuple(order) for order in possible}
+
+
+def test_a_host_of_another_lane_is_nearly_full_when_the_request_fits_it_twice_or_less():
+    spread = Spread(lane=1, lanes=2)
+    names = [f'host-{i}' for i in range(40)]
+    other = [uuid_for(n) for n in names if lane_of(uuid_for(n), 2) == 0][:3]
+    own = [uuid_for(n) for n in names if lane_of(uuid_for(n), 2) == 1][:2]
+
+    groups = spread.precedence(other + own, np.array([1, 2, 3, 1, 0]))
+
+    assert groups.tolist() == [NEARLY_FULL, NEARLY_FULL, OTHER_LANE, OWN_LANE, OWN_LANE]
+    assert spread.precedence(other).tolist() == [OTHER_LANE] * 3      # room not known
+
+
+def test_a_busy_worker_reaches_past_another_lane_s_nearly_full_hosts_to_one_with_room():
+    # Lane 0 holds the best hosts, with room for one more of the request each: lane
+    # 0's worker has likely filled them since worker 1's view was read. The first
+    # host with room is 8% behind: beyond REACH, within FAR_REACH.
+    hosts = in_lanes((0, 1.0), (0, 0.995), (1, 0.97), (0, 0.92), (1, 0.5))
+    for h, free in zip(hosts, (1, 1, 1, 16, 16), strict=True):
+        h.host.used['VCPU'] = h.host.capacity['VCPU'] - free
+    view = as_weighed_view(hosts)
+    view.table.request_resources = {'VCPU': 1}
+
+    def fronts(concurrent: bool) -> set[str]:
+        view.table.concurrent = concurrent
+        return {order_hosts(view, host_subset_size=1, shuffle_best_same_weighed_hosts=False,
+                            near_best_tolerance=0.01, rng=random.Random(seed),
+                            precedence=Spread(1, 2).precedence)[0].host for seed in range(60)}
+
+    # Its own lane's nearly full host at 3% comes first; then the one with room.
+    assert fronts(True) == {hosts[2].host.host}
+    hosts[2].host.used['VCPU'] = hosts[2].host.capacity['VCPU']     # its own is full
+    view = as_weighed_view([h for i, h in enumerate(hosts) if i != 2])
+    view.table.request_resources = {'VCPU': 1}
+    assert fronts(True) == {hosts[3].host.host}
+    # An idle worker's view is fresh: it keeps to the near-best hosts.
+    assert fronts(False) == {hosts[0].host.host, hosts[1].host.host}
 
 
 def test_without_a_tolerance_the_order_is_nova_s_whatever_the_lanes():
