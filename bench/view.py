@@ -31,6 +31,10 @@ then each worker's peak memory, providers whose usage exceeds their capacity
 (must be 0) and allocations left after every phase's clean-up (must be 0),
 read back from Placement's database. The claims of phases 1-4 are deleted
 after each; those of 5 and 6 at the end.
+
+``--view-only`` runs phases 4 and 5 alone (then memory and read-back): a few
+minutes a size, to compare two versions of the spread or the view on refused
+claims; the targets that need a ceiling are then not checked.
 """
 from __future__ import annotations
 
@@ -362,6 +366,10 @@ class Options:
     fill_seconds: float = DEFAULT_FILL_SECONDS
     regret_samples: int = DEFAULT_REGRET_SAMPLES
     seed: int = 20261125
+    #: Only the provider view's window and fill (phases 4 and 5), their refused
+    #: claims, memory and read-back: a few minutes a size, to compare changes to
+    #: the spread or the view; no ceiling, no target but refusals and read-back.
+    view_only: bool = False
 
 
 def start_fill_for(providers: int, opts: Options) -> float:
@@ -543,8 +551,6 @@ class _Run:
 
 def run(providers: int, opts: Options | None = None) -> list[Row]:
     """The rows of one size (see the module's doc)."""
-    from scheduler.rpc.client import SchedulerClient
-
     opts = opts or Options()
     start = opts.start_fill or start_fill_for(providers, opts)
     with deploy.seeded_deployment(providers, direct=True, fill_mean=start) as dep:
@@ -553,25 +559,44 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
                 note=f'straight into its tables; {dep.usage_consumers} usage consumers; '
                      + ', '.join(f'{rc} {share:.1%} full'
                                  for rc, share in sorted(run.start_fill.items())))
+        if opts.view_only:
+            _view_phases(run)
+            return run.rows
         per_request, queries = run.query_per_request()
         query_ceiling, claim_ceiling, get_p50 = run.ceilings(queries)
-        with run.service(_view_config(dep, opts)) as (svc, tr):
-            client = SchedulerClient(tr, topic=svc.topic, timeout=600)
-            viewed, statuses, refusals = run.view_window(client)
-            _targets(run, viewed, statuses, refusals, claim_ceiling, query_ceiling, get_p50)
-            filling = run.view_fill(client)
-            sampled = run.regret(client, svc.config)
-            peaks = _peak_rss_mb(svc.worker_pids())
-            deploy.delete_consumers(dep.url, filling.consumers + sampled)
-        run.row('peak memory per worker (VmHWM)', max(peaks, default=float('nan')), unit='MB',
-                target=f'<= {WORKER_MEMORY_MB} MB at 50,000' if providers >= 50000 else None,
-                passed=(max(peaks) <= WORKER_MEMORY_MB) if providers >= 50000 and peaks
-                else None, note=', '.join(f'{p:.0f}' for p in peaks))
-        run.read_back()
+        viewed = _view_phases(run, claim_ceiling, query_ceiling, get_p50)
         for mode, phase in ((QUERY_MODE, per_request), (VIEW_MODE, viewed)):
             run.row(f'curve: {mode}, throughput', phase.rate, unit='req/s')
             run.row(f'curve: {mode}, p50', _median(phase.latencies) * 1000, unit='ms')
     return run.rows
+
+
+def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
+                 query_ceiling: _Phase | None = None, get_p50: float = float('nan')
+                 ) -> _Phase:
+    """Phases 4-6 with the view on, then memory and read-back; the window's phase.
+    Without the ceilings (``view_only``): no target on them, no regret samples."""
+    from scheduler.rpc.client import SchedulerClient
+
+    dep, opts = run.dep, run.opts
+    with run.service(_view_config(dep, opts)) as (svc, tr):
+        client = SchedulerClient(tr, topic=svc.topic, timeout=600)
+        viewed, statuses, refusals = run.view_window(client)
+        if claim_ceiling is not None and query_ceiling is not None:
+            _targets(run, viewed, statuses, refusals, claim_ceiling, query_ceiling, get_p50)
+        else:
+            run.refused_rows('', statuses, refusals, applies=run.n == TARGET_PROVIDERS)
+        filling = run.view_fill(client)
+        sampled = run.regret(client, svc.config) if claim_ceiling is not None else []
+        peaks = _peak_rss_mb(svc.worker_pids())
+        deploy.delete_consumers(dep.url, filling.consumers + sampled)
+    big = run.n >= 50000
+    run.row('peak memory per worker (VmHWM)', max(peaks, default=float('nan')), unit='MB',
+            target=f'<= {WORKER_MEMORY_MB} MB at 50,000' if big else None,
+            passed=(max(peaks) <= WORKER_MEMORY_MB) if big and peaks else None,
+            note=', '.join(f'{p:.0f}' for p in peaks))
+    run.read_back()
+    return viewed
 
 
 def _targets(run: _Run, viewed: _Phase, statuses: Counter, refusals: Counter,
@@ -662,7 +687,10 @@ def main(argv: list[str] | None = None) -> int:
                         help='numbers of providers, comma-separated')
     defaults = Options()
     for name, value in vars(defaults).items():
-        parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
+        if isinstance(value, bool):
+            parser.add_argument(f'--{name.replace("_", "-")}', action='store_true')
+        else:
+            parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args(argv)
     opts = Options(**{name: getattr(args, name) for name in vars(defaults)})
