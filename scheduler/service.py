@@ -23,6 +23,7 @@ from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
 from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.pipeline.spread import Spread
+from scheduler.provider_view.siblings import ClaimsBoard
 from scheduler.request.filters import load_request_filters
 from scheduler.request.routed_networks import RoutedNetworkSources
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
@@ -68,7 +69,8 @@ class SchedulerService:
                  placement_client: PlacementAPI | None = None,
                  catalog: HostCatalog | None = None,
                  worker_index: int = 0,
-                 notification_transport: messaging.Transport | None = None):
+                 notification_transport: messaging.Transport | None = None,
+                 claims_board: ClaimsBoard | None = None):
         self.conf = conf
         self.catalog = catalog if catalog is not None else build_catalog(conf)
         # Host data from Nova's compute API, when [nova] has credentials (None: off).
@@ -89,6 +91,7 @@ class SchedulerService:
                           if neutron is not None else self.catalog)
         self.cleanups = PendingCleanups(self.placement,
                                         interval=conf.scheduler.cleanup_retry_interval)
+        board = claims_board.of_worker(worker_index) if claims_board is not None else None
         self.manager = SchedulerManager(conf, placement=self.placement, catalog=self.catalog,
                                         filters=filters, weighers=weighers,
                                         request_filters=request_filters, cleanups=self.cleanups,
@@ -100,11 +103,13 @@ class SchedulerService:
                                         refresh_compute_nodes=(
                                             self.cell_db_sync.fresh_nodes
                                             if self.cell_db_sync is not None else None),
-                                        provider_view=provider_view_from_conf(conf),
+                                        provider_view=provider_view_from_conf(
+                                            conf, siblings=board),
                                         # One lane per worker of this service: its
                                         # workers' concurrent claims keep apart.
                                         spread=Spread.of_worker(worker_index,
-                                                                conf.scheduler.workers))
+                                                                conf.scheduler.workers,
+                                                                board=board))
         self.transport = transport or get_transport(conf)
         self.notifier = notifications.from_conf(conf, notification_transport)
         # Listening is the last thing that can fail at start-up (port taken).

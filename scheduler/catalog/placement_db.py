@@ -27,6 +27,7 @@ from oslo_config import cfg
 from scheduler.catalog.dbapi import DirectConnection, DirectDatabase
 from scheduler.conf.placement_database import GROUP
 from scheduler.exceptions import ConfigurationError
+from scheduler.provider_view.siblings import WorkerBoard
 from scheduler.provider_view.snapshot import Keyed, ProviderSnapshot
 from scheduler.provider_view.view import ProviderView, ProviderViewError
 
@@ -358,8 +359,10 @@ def _keyed(rows: np.ndarray, names: dict[int, str]) -> Keyed:
     return Keyed(ids[:, 0], ids[:, 1], names, rows[:, 2:])
 
 
-def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:
-    """The view ``[scheduler] provider_view`` asks for, or None when it is off.
+def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | None = None
+                            ) -> ProviderView | None:
+    """The view ``[scheduler] provider_view`` asks for, or None when it is off;
+    ``siblings``: the service's other workers' claims, when it has several.
 
     ConfigurationError when it is on without ``[placement_database] connection``, or
     when the database driver is missing or the URL cannot work.
@@ -377,4 +380,4 @@ def provider_view_from_conf(conf: cfg.ConfigOpts) -> ProviderView | None:
                                 / max(max_age, 0.1)))
     LOG.info('provider view on, read-only from %s, at most %ss old', reader.label,
              conf.scheduler.provider_view_max_age)
-    return ProviderView(reader.read, max_age=max_age)
+    return ProviderView(reader.read, max_age=max_age, siblings=siblings)

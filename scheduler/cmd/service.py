@@ -21,6 +21,7 @@ from oslo_log import log as oslo_logging
 from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
 from scheduler.memory import heap
+from scheduler.provider_view.siblings import ClaimsBoard
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ EXIT_CONFIG = 2
 _MIN_WORKER_LIFETIME = 5.0
 
 
-def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0) -> int:
+def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
+               claims_board: ClaimsBoard | None = None) -> int:
     """Serve until SIGTERM/SIGINT, then drain in-flight calls; returns the exit code."""
     from scheduler.service import SchedulerService  # after fork: own transport, threads
 
@@ -39,7 +41,8 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        service = SchedulerService(conf, worker_index=worker_index)
+        service = SchedulerService(conf, worker_index=worker_index,
+                                   claims_board=claims_board)
     except exc.ConfigurationError as e:
         LOG.error('cannot start: %s', e)
         return EXIT_CONFIG
@@ -70,13 +73,17 @@ class Supervisor:
         # pid -> worker index: a replacement takes the index (and metrics port) it replaces
         self.indexes: dict[int, int] = {}
         self.stopping = False
+        # The provider views' shared record of the workers' claims, mapped before
+        # they are forked (scheduler/provider_view/siblings.py).
+        self.claims_board = (ClaimsBoard.create(workers)
+                             if conf.scheduler.provider_view else None)
 
     def _spawn(self, index: int) -> None:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
             code = 1
             try:
-                code = run_worker(self.conf, index)
+                code = run_worker(self.conf, index, self.claims_board)
             except Exception:
                 LOG.exception('worker crashed')
             finally:

@@ -11,7 +11,9 @@ claims, against under 1% refused for capacity.
 So among the near-best hosts (the hosts' order beyond them is Nova's), a worker
 tries first the hosts of its own lane (each host falls in one of as many lanes as
 the service has workers, by its uuid), then the others, and last the hosts on
-which a claim of its own is in flight; each group in random order.
+which a claim of its own is in flight, or one of its sibling workers' (with the
+provider view, they show each other: :mod:`scheduler.provider_view.siblings`);
+each group in random order.
 
 When no host of its own lane is near the best and it decides concurrently with
 the others (its view shows claims of its own the others' do not yet, or its
@@ -49,6 +51,7 @@ import contextlib
 import random
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -83,21 +86,38 @@ def lane_of(provider_uuid: str, lanes: int) -> int:
         return sum(provider_uuid.encode()) % lanes
 
 
+class InFlightBoard(Protocol):
+    """Where the service's workers show each other the hosts their claims are in
+    flight on (:class:`scheduler.provider_view.siblings.WorkerBoard`)."""
+
+    def take_off(self, provider_uuid: str) -> None: ...
+
+    def land(self, provider_uuid: str) -> None: ...
+
+    def flying(self) -> set[str]:
+        """The hosts the other workers' claims are in flight on."""
+        ...
+
+
 class Spread:
     """One worker's lane, and the hosts its claims are in flight on (thread-safe)."""
 
     @classmethod
-    def of_worker(cls, index: int, workers: int | None) -> Spread:
+    def of_worker(cls, index: int, workers: int | None, *,
+                  board: InFlightBoard | None = None) -> Spread:
         """Worker ``index`` of ``[scheduler] workers``: 0 means one worker (nova.conf's
         meaning), and so does None (Nova's own option, when the service runs on a
         configuration Nova registered, as in Nova's functional tests)."""
-        return cls(index, workers or 1)
+        return cls(index, workers or 1, board=board)
 
-    def __init__(self, lane: int, lanes: int, *, wait_limit: float = WAIT_LIMIT):
+    def __init__(self, lane: int, lanes: int, *, wait_limit: float = WAIT_LIMIT,
+                 board: InFlightBoard | None = None):
         if not 0 <= lane < max(lanes, 1):
             raise ValueError(f'lane {lane} of {lanes}')
         self.lane, self.lanes = lane, max(lanes, 1)
         self.wait_limit = wait_limit
+        #: The other workers' claims in flight, and where this one's are shown to them.
+        self.board = board
         self._lock = threading.Lock()
         self._landed = threading.Condition(self._lock)
         self._in_flight: collections.Counter[str] = collections.Counter()
@@ -116,6 +136,8 @@ class Spread:
             self._landed.wait_for(lambda: not self._in_flight[provider_uuid],
                                   timeout=self.wait_limit)
             self._in_flight[provider_uuid] += 1
+            if self.board is not None and self._in_flight[provider_uuid] == 1:
+                self.board.take_off(provider_uuid)
         try:
             yield
         finally:
@@ -123,6 +145,8 @@ class Spread:
                 self._in_flight[provider_uuid] -= 1
                 if not self._in_flight[provider_uuid]:
                     del self._in_flight[provider_uuid]
+                    if self.board is not None:
+                        self.board.land(provider_uuid)
                     self._landed.notify_all()
 
     def precedence(self, provider_uuids: Sequence[str],
@@ -132,6 +156,8 @@ class Spread:
         it holding (None: not known, no host is :data:`NEARLY_FULL`)."""
         with self._lock:
             in_flight = set(self._in_flight)
+        if self.board is not None:
+            in_flight |= self.board.flying()
         roomy = (np.ones(len(provider_uuids), dtype=bool) if room is None
                  else np.asarray(room) > NEARLY_FULL_ROOM)
         return np.fromiter(

@@ -32,6 +32,7 @@ from scheduler.host_state import HostData
 from scheduler.host_table import HostView
 from scheduler.provider_view.answer import Overlay, matching, why_not_exact
 from scheduler.provider_view.hosts import SnapshotHosts, ViewTables
+from scheduler.provider_view.siblings import WorkerBoard
 from scheduler.provider_view.snapshot import ProviderSnapshot
 
 LOG = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class ProviderViewError(SchedulerError):
 class ProviderView:
     def __init__(self, read: Reader, *, max_age: float,
                  clock: Callable[[], float] = time.monotonic,
-                 read_behind: bool = True):
+                 read_behind: bool = True, siblings: WorkerBoard | None = None):
         self.max_age = max_age
         self._read_changes = read
         self._clock = clock
@@ -114,6 +115,10 @@ class ProviderView:
         self.reads = 0
         # Every host of the latest snapshot as a table, for requests to fork.
         self._tables = ViewTables()
+        # The service's other workers' claims (siblings.py): None, one worker.
+        self._siblings = siblings
+        # When the read under way began (a sibling's claim since then is not in it).
+        self._reading_since = float('inf')
 
     def match(self, query: AllocationCandidatesQuery) -> tuple[Match | None, str | None]:
         """(The providers that hold the whole of ``query``, None) when the view answers
@@ -144,6 +149,8 @@ class ProviderView:
         emptier."""
         with self._lock:
             self._add(allocations, (self._overlay, self._since_read))
+        if self._siblings is not None:
+            self._siblings.publish(allocations)
 
     def refused(self, allocations: Mapping[str, Mapping[str, int]]) -> None:
         """A claim of ``allocations`` based on the view was refused for capacity: the
@@ -228,6 +235,7 @@ class ProviderView:
         # Under the lock; one read at a time.
         if not self._reading:
             self._reading, self._since_read = True, {}
+            self._reading_since = self._clock()
             threading.Thread(target=self._read_behind_requests, args=(self._clock(),),
                              name='provider-view-read', daemon=True).start()
 
@@ -253,4 +261,16 @@ class ProviderView:
         self.reads += 1
 
     def _overlay_copy(self) -> dict[str, dict[str, int]]:
+        # Under the lock.
+        if self._siblings is not None:
+            self._take_siblings_claims()
         return {rp: dict(used) for rp, used in self._overlay.items()}
+
+    def _take_siblings_claims(self) -> None:
+        # Under the lock. A claim made before a read began is in what it read.
+        for at, rp, rc, amount in self._siblings.new():  # type: ignore[union-attr]
+            claim = {rp: {rc: amount}}
+            if at >= self._read_at:
+                self._add(claim, (self._overlay,))
+            if self._reading and at >= self._reading_since:
+                self._add(claim, (self._since_read,))

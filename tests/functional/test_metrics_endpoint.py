@@ -67,7 +67,7 @@ def test_without_metrics_listen_no_endpoint_is_started(start_scheduler):
     assert start_scheduler().service.metrics is None
 
 
-def _two_free_ports() -> int:
+def two_free_ports() -> int:
     """A port p with p and p + 1 free right now."""
     for _ in range(20):
         with socket.socket() as s:
@@ -97,7 +97,7 @@ def test_each_worker_serves_metrics_on_port_plus_its_index_and_a_replacement_tak
         if REQUIRE_RABBIT:
             pytest.fail('RabbitMQ on 127.0.0.1:5672 does not answer (worker processes need it)')
         pytest.skip('RabbitMQ on 127.0.0.1:5672 does not answer')
-    port = _two_free_ports()
+    port = two_free_ports()
     config = write_config(tmp_path / 'scheduler.conf', placement_url=placement.url,
                           transport_url=RABBIT_URL, topic=f'metrics-{uuid.uuid4().hex[:8]}',
                           workers=2, filters='ComputeFilter',

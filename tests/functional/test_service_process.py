@@ -15,13 +15,15 @@ import uuid
 
 import pytest
 
+from scheduler import exceptions as exc
 from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
-from tests.builders import CONTEXT, boot_spec, new_uuids
+from tests.builders import CONTEXT, boot_spec, new_uuids, select
 from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config
 from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, conf_for, rabbit_answers
 from tests.functional.cloud import add_host
+from tests.functional.test_metrics_endpoint import scrape, two_free_ports, value
 
 
 @pytest.fixture
@@ -38,10 +40,11 @@ def rabbit_url() -> str:
 def service_process(tmp_path, placement, rabbit_url):
     started: list[ServiceProcess] = []
 
-    def start(workers: int, **env: str):
+    def start(workers: int, extra: str = '', **env: str):
         topic = f'scheduler-proc-{uuid.uuid4().hex[:8]}'
         config = write_config(tmp_path / 'scheduler.conf', placement_url=placement.url,
-                              transport_url=rabbit_url, topic=topic, workers=workers)
+                              transport_url=rabbit_url, topic=topic, workers=workers,
+                              extra=extra)
         process = ServiceProcess(config, env)
         started.append(process)
         conf = conf_for(placement.url, rabbit_url)
@@ -83,6 +86,42 @@ def test_a_killed_worker_is_replaced_and_the_others_keep_serving(service_process
     replaced = wait_for(lambda: (len(process.workers()) == 2 and victim not in process.workers()
                                  and process.workers()), 'a replacement worker')
     assert victim not in replaced
+    transport.cleanup()
+
+
+def test_each_worker_s_provider_view_shows_the_other_s_claims_before_its_next_read(
+        service_process, placement, placement_client):
+    # Four hosts with room for one 4-vCPU instance each, ordered by free RAM. Each
+    # view is read once and kept (max age 300 s): a worker sees the other's claims
+    # only through the board the supervisor shares with them. Without it, a request
+    # answered by the other worker after a claim would offer the claimed host, and
+    # Placement would refuse that claim for capacity.
+    hosts = [add_host(placement_client, f'siblings-{i}', vcpus=4, ram_mb=16384 - 1024 * i)
+             for i in range(4)]
+    port = two_free_ports()
+    process, client, transport = service_process(workers=2, extra=f"""
+[scheduler]
+provider_view = true
+provider_view_max_age = 300
+metrics_listen = 127.0.0.1:{port}
+[placement_database]
+connection = sqlite:///{placement.db_path}
+""")
+    # Every worker reads its view: requests no host fits (Placement, asked then, agrees).
+    for _ in range(6):
+        with pytest.raises(exc.NoValidHost):
+            select(client, boot_spec(vcpus=8), new_uuids(1))
+    served = [sum(v for (name, labels), v in scrape(p).items()
+                  if name == 'scheduler_select_destinations_total'
+                  and ('outcome', 'novalidhost') in labels) for p in (port, port + 1)]
+    assert all(served), f'both workers must have read their views: {served}'
+
+    chosen = [select(client, boot_spec(vcpus=4), new_uuids(1))[0][0].compute_node_uuid
+              for _ in hosts]
+
+    assert chosen == hosts                                   # best first, none refused
+    assert sum(value(scrape(p), 'scheduler_claim_conflicts_total', kind='capacity')
+               for p in (port, port + 1)) == 0
     transport.cleanup()
 
 

@@ -1,0 +1,147 @@
+"""The service's workers show each other their claims (scheduler/provider_view/siblings.py).
+
+A worker's provider view shows its own claims at once and the other workers'
+only at its next read; through the board mapped before the workers are forked,
+each worker's view also shows its siblings' claims since the read, and its
+spread puts the hosts their claims are in flight on last.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from scheduler.pipeline.spread import IN_FLIGHT, OWN_LANE, Spread
+from scheduler.provider_view.siblings import MARGIN, ClaimsBoard
+from scheduler.provider_view.view import ProviderView
+from tests.builders import uuid_for
+from tests.unit.test_provider_view import Reads, hosts_of, snapshot, used, vcpus
+
+
+def test_a_worker_reads_each_sibling_s_claims_once_and_never_its_own():
+    board = ClaimsBoard(3)
+    first, second, third = (board.of_worker(i, clock=lambda: 5.0) for i in range(3))
+
+    second.publish({uuid_for('a'): {'VCPU': 2, 'MEMORY_MB': 512}})
+    third.publish({uuid_for('b'): {'VCPU': 1}})
+    first.publish({uuid_for('c'): {'VCPU': 4}})
+
+    assert sorted(first.new()) == sorted([(5.0, uuid_for('a'), 'VCPU', 2),
+                                          (5.0, uuid_for('a'), 'MEMORY_MB', 512),
+                                          (5.0, uuid_for('b'), 'VCPU', 1)])
+    assert list(first.new()) == []
+    assert {rp for _, rp, _, _ in second.new()} == {uuid_for('b'), uuid_for('c')}
+
+
+def test_a_worker_that_fell_a_ring_behind_reads_the_newest_records_it_can_trust():
+    board = ClaimsBoard(2, ring=MARGIN + 16)
+    reader, writer = board.of_worker(0), board.of_worker(1)
+
+    for i in range(MARGIN + 40):
+        writer.publish({uuid_for('a'): {'VCPU': i}})
+
+    amounts = [amount for _, _, _, amount in reader.new()]
+    assert amounts == list(range(MARGIN + 24, MARGIN + 40))
+
+
+def test_a_worker_forked_after_the_board_was_mapped_sees_its_siblings_and_they_it():
+    board = ClaimsBoard(2)
+    parent = board.of_worker(0)
+    to_parent, to_child = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; never back into pytest
+        try:
+            child = board.of_worker(1)
+            child.publish({uuid_for('a'): {'VCPU': 3}})
+            child.take_off(uuid_for('b'))
+            os.write(to_parent[1], b'x')
+            os.read(to_child[0], 1)            # until the parent has looked
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(to_parent[0], 1) == b'x'
+        assert [(rp, rc, amount) for _, rp, rc, amount in parent.new()] == [
+            (uuid_for('a'), 'VCPU', 3)]
+        assert parent.flying() == {uuid_for('b')}
+    finally:
+        os.write(to_child[1], b'x')
+        os.waitpid(pid, 0)
+        for fd in (*to_parent, *to_child):
+            os.close(fd)
+
+
+def test_a_view_shows_the_siblings_claims_made_since_its_read_not_before():
+    now = [0.0]
+    board = ClaimsBoard(2)
+    sibling = board.of_worker(1, clock=lambda: now[0])
+    sibling.publish({uuid_for('a'): {'VCPU': 5}})          # before the read: in it
+    now[0] = 1.0
+    view = ProviderView(Reads(snapshot(('a', 8, 5), ('b', 8, 0))), max_age=10.0,
+                        clock=lambda: now[0], read_behind=False,
+                        siblings=board.of_worker(0, clock=lambda: now[0]))
+    found, _ = view.match(vcpus(3))
+    assert hosts_of(found) == {uuid_for('a'), uuid_for('b')} and used(found, 'a') == 5
+
+    now[0] = 2.0
+    sibling.publish({uuid_for('a'): {'VCPU': 2}})
+
+    found, _ = view.match(vcpus(3))
+    assert hosts_of(found) == {uuid_for('b')} and used(found, 'a') == 7
+
+
+def test_a_view_s_own_claims_reach_its_siblings():
+    board = ClaimsBoard(2)
+    view = ProviderView(Reads(snapshot(('a', 8, 0))), max_age=10.0, clock=lambda: 0.0,
+                        siblings=board.of_worker(0, clock=lambda: 0.0))
+    sibling = board.of_worker(1)
+
+    view.claimed({uuid_for('a'): {'VCPU': 2}})
+
+    assert [(rp, amount) for _, rp, _, amount in sibling.new()] == [(uuid_for('a'), 2)]
+
+
+def test_a_sibling_s_claim_in_flight_puts_its_host_last_until_it_lands():
+    board = ClaimsBoard(2)
+    mine = Spread(0, 2, board=board.of_worker(0))
+    theirs = Spread(1, 2, board=board.of_worker(1))
+    host = next(uuid_for(f'h{i}') for i in range(100)
+                if mine.precedence([uuid_for(f'h{i}')]).tolist() == [OWN_LANE])
+
+    with theirs.claiming(host):
+        during = mine.precedence([host]).tolist()
+    after = mine.precedence([host]).tolist()
+
+    assert (during, after) == ([IN_FLIGHT], [OWN_LANE])
+
+
+def test_a_replacement_worker_clears_what_its_predecessor_left_in_flight():
+    board = ClaimsBoard(2)
+    board.of_worker(1).take_off(uuid_for('a'))          # then the worker died
+    assert board.of_worker(0).flying() == {uuid_for('a')}
+
+    board.of_worker(1)
+
+    assert board.of_worker(0).flying() == set()
+
+
+@pytest.mark.parametrize('workers, index', [(0, 0), (2, 2), (2, -1)])
+def test_a_board_or_worker_out_of_range_is_refused(workers, index):
+    with pytest.raises(ValueError):
+        ClaimsBoard(workers).of_worker(index) if workers else ClaimsBoard(workers)
+
+
+def test_every_slot_in_flight_taken_leaves_the_next_unseen_not_lost():
+    board = ClaimsBoard(2)
+    worker = board.of_worker(1)
+    hosts = [f'{i:036d}' for i in range(board.flying.shape[1] + 1)]
+    for host in hosts:
+        worker.take_off(host)
+
+    seen = board.of_worker(0).flying()
+
+    assert seen == set(hosts[:-1])
+    worker.land(hosts[0])
+    worker.take_off(hosts[-1])
+    assert hosts[-1] in board.of_worker(0).flying()
+    assert np.count_nonzero(board.flying[1] != b'') == len(hosts) - 1
