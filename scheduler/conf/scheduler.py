@@ -85,9 +85,10 @@ nova_opts = [
                       'request for that long, nor for as long as its last read took. A '
                       'busy worker reads for at most a quarter of its time: a read that took '
                       'longer than a quarter of this is next made four times as long after '
-                      'it began. A '
-                      'claim refused for capacity also starts a read. The worker\'s own '
-                      'claims are added to it between reads.'),
+                      'it began. A claim refused for capacity also starts a read, and '
+                      'counts as used until then. Between reads, the claims of the worker '
+                      'and of the service\'s other workers (shared in memory) are added '
+                      'to it as Placement accepts them.'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,
                  help='Every provider of the view is read again within about this many '
                       'seconds of reads, whatever its generation says: a slice of them '
