@@ -107,14 +107,15 @@ metrics_listen = 127.0.0.1:{port}
 [placement_database]
 connection = sqlite:///{placement.db_path}
 """)
-    # Every worker reads its view: requests no host fits (Placement, asked then, agrees).
-    for _ in range(6):
+    # Every worker reads its view: requests no host fits (Placement, asked then, agrees),
+    # until each worker has answered one (the second may start consuming later).
+    def both_workers_read_their_views() -> bool:
         with pytest.raises(exc.NoValidHost):
             select(client, boot_spec(vcpus=8), new_uuids(1))
-    served = [sum(v for (name, labels), v in scrape(p).items()
-                  if name == 'scheduler_select_destinations_total'
-                  and ('outcome', 'novalidhost') in labels) for p in (port, port + 1)]
-    assert all(served), f'both workers must have read their views: {served}'
+        return all(sum(v for (name, labels), v in scrape(p).items()
+                       if name == 'scheduler_select_destinations_total'
+                       and ('outcome', 'novalidhost') in labels) for p in (port, port + 1))
+    wait_for(both_workers_read_their_views, 'both workers to answer a request')
 
     chosen = [select(client, boot_spec(vcpus=4), new_uuids(1))[0][0].compute_node_uuid
               for _ in hosts]
