@@ -29,12 +29,15 @@ from __future__ import annotations
 import mmap
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
+#: The longest resource class name a record holds, in bytes.
+RC_BYTES = 64
 #: One record: a claim's amount of one class on one provider.
-RECORD = np.dtype([('at', '<f8'), ('provider', 'S36'), ('rc', 'S64'), ('amount', '<i8')])
+RECORD = np.dtype([('at', '<f8'), ('provider', 'S36'), ('rc', f'S{RC_BYTES}'),
+                   ('amount', '<i8')])
 #: Records a ring holds (460 KB): about a minute of one worker's claims at the
 #: rates measured (20 a second, three classes each), where it needs those since
 #: its last read (a few seconds at 50,000 providers).
@@ -90,8 +93,10 @@ class WorkerBoard:
 
     def publish(self, allocations: Mapping[str, Mapping[str, int]]) -> None:
         """A claim Placement accepted from this worker, for its siblings' views."""
+        # A class named longer than a record holds (Placement allows 255 characters)
+        # is left out: a sibling sees that claim at its next read.
         rows = [(rp, rc, int(amount)) for rp, resources in allocations.items()
-                for rc, amount in resources.items()]
+                for rc, amount in resources.items() if len(rc.encode()) <= RC_BYTES]
         board, at = self.board, self.clock()
         with self._write:
             count = int(board.counts[self.index])
@@ -100,7 +105,7 @@ class WorkerBoard:
                 ring[(count + i) % board.ring] = (at, rp.encode(), rc.encode(), amount)
             board.counts[self.index] = count + len(rows)
 
-    def new(self) -> Iterator[tuple[float, str, str, int]]:
+    def new(self) -> list[tuple[float, str, str, int]]:
         """The siblings' claims written since the last call: (when, provider, class,
         amount)."""
         board = self.board
@@ -116,9 +121,8 @@ class WorkerBoard:
                     at = np.arange(start, end) % board.ring
                     taken.append(board.records[sibling][at].copy())
                 self._seen[sibling] = end
-        for records in taken:
-            for at, rp, rc, amount in records.tolist():
-                yield at, rp.decode(), rc.decode(), amount
+        return [(at, rp.decode(), rc.decode(), amount)
+                for records in taken for at, rp, rc, amount in records.tolist()]
 
     def take_off(self, provider_uuid: str) -> None:
         """A claim of this worker on ``provider_uuid`` is in flight (the spread's

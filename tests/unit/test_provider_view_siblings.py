@@ -30,8 +30,17 @@ def test_a_worker_reads_each_sibling_s_claims_once_and_never_its_own():
     assert sorted(first.new()) == sorted([(5.0, uuid_for('a'), 'VCPU', 2),
                                           (5.0, uuid_for('a'), 'MEMORY_MB', 512),
                                           (5.0, uuid_for('b'), 'VCPU', 1)])
-    assert list(first.new()) == []
+    assert first.new() == []
     assert {rp for _, rp, _, _ in second.new()} == {uuid_for('b'), uuid_for('c')}
+
+
+def test_a_class_named_longer_than_a_record_holds_is_left_for_the_next_read():
+    board = ClaimsBoard(2)
+    writer, reader = board.of_worker(0), board.of_worker(1)
+
+    writer.publish({uuid_for('a'): {'VCPU': 1, 'CUSTOM_' + 'X' * 60: 1}})
+
+    assert [(rc, amount) for _, _, rc, amount in reader.new()] == [('VCPU', 1)]
 
 
 def test_a_worker_that_fell_a_ring_behind_reads_the_newest_records_it_can_trust():
