@@ -75,7 +75,7 @@ class Supervisor:
         self.stopping = False
         # The provider views' shared record of the workers' claims, mapped before
         # they are forked (scheduler/provider_view/siblings.py).
-        self.claims_board = (ClaimsBoard.create(workers)
+        self.claims_board = (ClaimsBoard(workers)
                              if conf.scheduler.provider_view else None)
 
     def _spawn(self, index: int) -> None:

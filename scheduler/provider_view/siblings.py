@@ -7,7 +7,7 @@ is refused for capacity when it no longer fits: measured while a cloud of 1,000
 providers filled up, most refusals were of that kind.
 
 So the supervisor maps one small ring of records per worker in memory that its
-forked workers share (:meth:`ClaimsBoard.create`): each worker writes the claims
+forked workers share (:class:`ClaimsBoard`): each worker writes the claims
 Placement accepted from it (when, provider, class, amount) to its own ring, and
 reads its siblings' rings before it serves its view (:meth:`WorkerBoard.new`).
 The view adds each claim made since its snapshot was read, as it adds its own;
@@ -49,7 +49,8 @@ FLYING = 256
 
 
 class ClaimsBoard:
-    """Every worker's ring, in memory shared with the processes forked after it."""
+    """Every worker's ring, in memory shared with the processes forked after it:
+    made before the workers are forked."""
 
     def __init__(self, workers: int, *, ring: int = RING):
         if workers < 1 or ring <= MARGIN:
@@ -64,11 +65,6 @@ class ClaimsBoard:
         #: Per worker, the hosts its claims are in flight on (empty: a free slot).
         self.flying = np.ndarray((workers, FLYING), dtype='S36', buffer=self._memory,
                                  offset=counts + records)
-
-    @classmethod
-    def create(cls, workers: int) -> ClaimsBoard:
-        """Before the workers are forked."""
-        return cls(workers)
 
     def of_worker(self, index: int, clock: Callable[[], float] = time.monotonic
                   ) -> WorkerBoard:
