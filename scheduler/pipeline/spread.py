@@ -29,9 +29,10 @@ A host of another lane with room for no more than :data:`NEARLY_FULL_ROOM` more
 instances of the request is worse still: its own worker has likely taken that room
 since. While the cloud filled up at 1,000 providers, such claims were refused for
 capacity far more often than the others (with room for one more: 67%, two: 39%,
-three or four: about 20%, more: 3%), two thirds of all the refusals. When every
-near-best host is of that kind, a concurrent worker reaches up to :data:`FAR_REACH`
-times the tolerance for one of its own lane, or of another lane with room to spare.
+three or four: about 20%, more: 3%), two thirds of all the refusals; those with
+room for one more come after those with room for two. When every near-best host
+is of that kind, a concurrent worker reaches up to :data:`FAR_REACH` times the
+tolerance for one of its own lane, or of another lane with room to spare.
 
 When every near-best host has a claim of its own in flight, a worker reaches for
 any host within :data:`REACH`, concurrent or not, and a claim on a host it found
@@ -56,11 +57,12 @@ from typing import Protocol
 import numpy as np
 
 #: What comes first among the near-best hosts (lower first).
-OWN_LANE, OTHER_LANE, NEARLY_FULL, IN_FLIGHT = 0, 1, 2, 3
+OWN_LANE, OTHER_LANE, NEARLY_FULL, LAST_ROOM, IN_FLIGHT = 0, 1, 2, 3, 4
 
 #: A host of another lane with room for at most this many more instances of the
 #: request is :data:`NEARLY_FULL`: its own worker has likely taken that room since
-#: this worker's view was read.
+#: this worker's view was read; with room for only one more, it is :data:`LAST_ROOM`,
+#: tried after those with room for two (refused 67% of the time, against 39%).
 NEARLY_FULL_ROOM = 2
 
 #: How long a claim waits for this worker's claim in flight on the same host (seconds):
@@ -158,12 +160,14 @@ class Spread:
             in_flight = set(self._in_flight)
         if self.board is not None:
             in_flight |= self.board.flying()
-        roomy = (np.ones(len(provider_uuids), dtype=bool) if room is None
-                 else np.asarray(room) > NEARLY_FULL_ROOM)
+        # Room not known: every host counts as roomy.
+        rooms = (np.full(len(provider_uuids), NEARLY_FULL_ROOM + 1) if room is None
+                 else np.asarray(room))
         return np.fromiter(
             (IN_FLIGHT if uuid in in_flight
              else OWN_LANE if lane_of(uuid, self.lanes) == self.lane
-             else OTHER_LANE if roomy[i] else NEARLY_FULL
+             else OTHER_LANE if rooms[i] > NEARLY_FULL_ROOM
+             else NEARLY_FULL if rooms[i] > 1 else LAST_ROOM
              for i, uuid in enumerate(provider_uuids)),
             dtype=np.int8, count=len(provider_uuids))
 
@@ -176,12 +180,13 @@ def reach(near_groups: np.ndarray, *, concurrent: bool) -> float:
     in flight on every near-best host, :data:`REACH`, whether it decides
     concurrently with others or not. Otherwise only when ``concurrent`` (its view
     is behind the other workers' claims): :data:`REACH` for its own lane, and
-    :data:`FAR_REACH` away from hosts of other lanes that are nearly full.
+    :data:`FAR_REACH` away from hosts of other lanes that are nearly full
+    (:data:`NEARLY_FULL`, :data:`LAST_ROOM`).
     """
     first = int(near_groups.min()) if len(near_groups) else IN_FLIGHT
     if first == OWN_LANE or (first != IN_FLIGHT and not concurrent):
         return 0.0
-    return FAR_REACH if first == NEARLY_FULL else REACH
+    return FAR_REACH if first in (NEARLY_FULL, LAST_ROOM) else REACH
 
 
 def arrange(near: Sequence[int], near_groups: np.ndarray, beyond: Sequence[int],

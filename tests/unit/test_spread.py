@@ -23,6 +23,7 @@ from scheduler.pipeline.ordering import order_hosts
 from scheduler.pipeline.spread import (
     FAR_REACH,
     IN_FLIGHT,
+    LAST_ROOM,
     NEARLY_FULL,
     OTHER_LANE,
     OWN_LANE,
@@ -180,10 +181,11 @@ def test_with_its_claim_in_flight_and_nothing_within_the_reach_a_worker_tries_it
     ([NEARLY_FULL, IN_FLIGHT], True, FAR_REACH),
     ([NEARLY_FULL, OTHER_LANE], True, REACH),
     ([NEARLY_FULL], False, 0.0),
+    ([LAST_ROOM, IN_FLIGHT], True, FAR_REACH),
     ([IN_FLIGHT], False, REACH),
 ], ids=['own lane near', 'another lane near', 'another lane near, not concurrent',
         'nearly full near', 'another lane with room near', 'nearly full, not concurrent',
-        'all in flight'])
+        'last room near', 'all in flight'])
 def test_how_far_beyond_the_near_best_hosts_a_worker_reaches(near_groups, concurrent, factor):
     assert reach(np.array(near_groups, dtype=np.int8), concurrent=concurrent) == factor
 
@@ -196,8 +198,10 @@ def test_how_far_beyond_the_near_best_hosts_a_worker_reaches(near_groups, concur
     ('a', [IN_FLIGHT], 'bc', [IN_FLIGHT, IN_FLIGHT], [['a', 'b', 'c']]),
     ('ab', [NEARLY_FULL, NEARLY_FULL], 'cde', [NEARLY_FULL, OTHER_LANE, OWN_LANE],
      [['e', 'd', 'a', 'b', 'c'], ['e', 'd', 'b', 'a', 'c']]),
+    ('ab', [LAST_ROOM, NEARLY_FULL], 'cd', [LAST_ROOM, NEARLY_FULL],
+     [['b', 'a', 'c', 'd']]),
 ], ids=['own lane near', 'own lane beyond', 'all near in flight', 'all in flight',
-        'nearly full near'])
+        'nearly full near', 'last room near'])
 def test_the_hosts_within_the_reach_in_the_order_a_worker_tries_them(
         near, near_groups, beyond, beyond_groups, possible):
     seen = {tuple(arrange(list(near), np.array(near_groups, dtype=np.int8), list(beyond),
@@ -208,6 +212,7 @@ def test_the_hosts_within_the_reach_in_the_order_a_worker_tries_them(
 
 
 def test_a_host_of_another_lane_is_nearly_full_when_the_request_fits_it_twice_or_less():
+    # Once: its last room, which comes after the hosts with room for two.
     spread = Spread(lane=1, lanes=2)
     names = [f'host-{i}' for i in range(40)]
     other = [uuid_for(n) for n in names if lane_of(uuid_for(n), 2) == 0][:3]
@@ -215,7 +220,7 @@ def test_a_host_of_another_lane_is_nearly_full_when_the_request_fits_it_twice_or
 
     groups = spread.precedence(other + own, np.array([1, 2, 3, 1, 0]))
 
-    assert groups.tolist() == [NEARLY_FULL, NEARLY_FULL, OTHER_LANE, OWN_LANE, OWN_LANE]
+    assert groups.tolist() == [LAST_ROOM, NEARLY_FULL, OTHER_LANE, OWN_LANE, OWN_LANE]
     assert spread.precedence(other).tolist() == [OTHER_LANE] * 3      # room not known
 
 
