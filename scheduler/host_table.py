@@ -718,6 +718,17 @@ class HostView(_EqualAsList, Sequence[HostState]):
         kept = [row for row in self.rows.tolist() if predicate(names[row], nodes[row])]
         return HostView(self.table, np.array(kept, dtype=np.intp))
 
+    def keep_hosts_of(self, other: HostView) -> HostView:
+        """The rows whose root provider is one of ``other``'s (rows of any table)."""
+        wanted = set(other.root_uuids())
+        roots = self.table.roots
+        return self.where(np.fromiter((roots[row] in wanted for row in self.rows.tolist()),
+                                      dtype=bool, count=len(self)))
+
+    def root_uuids(self) -> list[str]:
+        roots = self.table.roots
+        return [roots[row] for row in self.rows.tolist()]
+
     def keep_cell(self, cell_uuid: str | None) -> HostView:
         """The rows of compute nodes in cell ``cell_uuid`` (none for a cell without uuid)."""
         cells = self.table.cells

@@ -50,13 +50,13 @@ from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline import request_filters as request_filters_stage
 from scheduler.pipeline.candidate_reuse import CandidateReuse
 from scheduler.pipeline.claim import Claiming, spec_checkpoint
-from scheduler.pipeline.decide import Decision, Ranking, decide
+from scheduler.pipeline.decide import Decision, Ranking, RefreshHosts, decide
 from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.hosts import HostBuilder
 from scheduler.pipeline.placement_query import PlacementQuery
 from scheduler.pipeline.spread import Spread
-from scheduler.provider_view.view import ProviderView
+from scheduler.provider_view.view import Match, ProviderView
 from scheduler.request.filters import AggregateSource, RequestFilter
 from scheduler.weights.base import BaseHostWeigher
 
@@ -232,6 +232,9 @@ class SchedulerManager:
                                   self.conf, trace)
         candidates = self.query.candidates(context, spec, trace, claim=claim)
         hosts = self.hosts.for_answer(context, spec, candidates, trace)
+        if isinstance(candidates, Match):
+            return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim,
+                                    refresh=self._view_again(context, spec, candidates, trace))
         if not (trace.truncated and self.conf.scheduler.retry_without_limit):
             return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim)
         # Placement stopped at ``limit`` candidates, and what it cannot express (a
@@ -261,17 +264,33 @@ class SchedulerManager:
 
     def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
                     hosts: HostView, *, trace: RequestTrace, claim: bool,
-                    rebuild: bool = False) -> Decision:
+                    rebuild: bool = False, refresh: RefreshHosts | None = None) -> Decision:
         decision = Decision(hosts)
         choose = functools.partial(self.claiming.claim_first, context, claim=claim)
         try:
             return decide(spec, uuids, hosts, ranking=self.ranking, choose=choose,
                           reason=functools.partial(failure_reason, self.conf), trace=trace,
-                          into=decision, rebuild=rebuild)
+                          into=decision, rebuild=rebuild, refresh=refresh)
         except Exception:
             # NoValidHost or anything unexpected after a claim: no claim may leak.
             self.claiming.rollback(context, decision.placed)
             raise
+
+    def _view_again(self, context: RequestContext, spec: RequestSpec, match: Match,
+                    trace: RequestTrace) -> RefreshHosts:
+        """The hosts of ``match`` as the provider view shows them now, among the hosts
+        given (an instance after the first keeps what the filters left it)."""
+        def refresh(given: HostView) -> HostView | None:
+            again = self.query.view_again(match)
+            if again is None:
+                return None
+            try:
+                hosts = self.hosts.for_view(context, spec, again, trace)
+            except exc.NoValidHost:
+                return None     # the order in hand is walked on
+            metrics.PROVIDER_VIEW_REORDERS.inc()
+            return hosts.keep_hosts_of(given)
+        return refresh
 
     def explain(self, context: RequestContext, spec: RequestSpec, *,
                 top: int = explain.DEFAULT_TOP) -> explain.ExplainReport:

@@ -247,6 +247,11 @@ PROVIDER_VIEW_QUERIES = REGISTRY.register(Counter(
     'Candidate queries with the provider view on ([scheduler] provider_view), by who '
     'answered (view, placement) and, for placement, why the view could not.',
     ('answer', 'why')))
+PROVIDER_VIEW_REORDERS = REGISTRY.register(Counter(
+    'scheduler_provider_view_reorders_total',
+    'Times an instance\'s hosts were ordered again from the provider view after Placement '
+    'refused a claim for capacity (the view was behind on that host); at most two per '
+    'instance.'))
 CANDIDATES = REGISTRY.register(Histogram(
     'scheduler_allocation_candidates',
     'Allocation candidates Placement returned per request.', buckets=CANDIDATE_BUCKETS))

@@ -8,6 +8,11 @@ A claim that makes an anti-affinity group share a host is undone and the next
 host tried (:mod:`scheduler.pipeline.group_check`). Without instance uuids nothing is
 claimed: the first fitting candidate is the answer.
 
+An order worked out from the provider view may end at a refusal for capacity
+(:class:`Walk`): the view was behind on that host, and likely on the hosts the
+order goes on to, so the caller orders them again from the view as it is now
+(:func:`scheduler.pipeline.decide.decide`).
+
 Undoing is here too (:meth:`Claiming.rollback`); when to undo is the manager's
 all-or-nothing rule (doc/design.md#claims-all-or-nothing).
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oslo_config import cfg
 
@@ -50,6 +55,24 @@ class Placed:
     claim: claims_mod.Claim | None = None
 
 
+class OrderStale(Exception):
+    """Placement refused a claim for capacity, and the walk was to stop there
+    (:attr:`Walk.stop_when_refused`): the hosts may be ordered afresh."""
+
+
+@dataclass
+class Walk:
+    """One instance's walk of the hosts, across the orders it is given."""
+
+    #: The hosts its claims failed on: a new order does not offer them again.
+    tried: set[str] = field(default_factory=set)
+    #: What the claims learnt about the consumer (e.g. that it holds allocations:
+    #: a move), so that the next candidate starts from it.
+    known: ConsumerAllocations | None = None
+    #: Whether a refusal for capacity ends this order's walk (:class:`OrderStale`).
+    stop_when_refused: bool = False
+
+
 class Claiming:
     def __init__(self, conf: cfg.ConfigOpts, claimer: claims_mod.Claimer,
                  cleanups: claims_mod.PendingCleanups,
@@ -74,15 +97,18 @@ class Claiming:
 
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
-                    attempt: InstanceAttempt, *, claim: bool) -> Placed | None:
-        """The first host, in order, that can be had; None when none can."""
+                    attempt: InstanceAttempt, walk: Walk | None = None, *,
+                    claim: bool) -> Placed | None:
+        """The first host, in order and not tried before on ``walk``, that can be had;
+        None when none can. Raises :class:`OrderStale` at a refusal for capacity
+        when the walk says to stop there."""
         per_host = self.conf.scheduler.max_claim_candidates_per_host
         project_id = spec.project_id or context.project_id
         user_id = spec.user_id or context.user_id
-        # What the claims learnt about the consumer (e.g. that it holds
-        # allocations: a move), so that the next candidate starts from it.
-        known: ConsumerAllocations | None = None
+        walk = walk if walk is not None else Walk()
         for host in ordered:
+            if host.uuid in walk.tried:
+                continue
             fitting = [a for a in host.allocation_candidates if host.fits(a)]
             if not fitting:
                 attempt.claim_failures['full after earlier instances of this request'] += 1
@@ -92,16 +118,21 @@ class Claiming:
                 return Placed(instance_uuid, host, fitting[0])
             # Claims are made only for the instance uuids the caller gave.
             assert instance_uuid is not None
+            refusals = attempt.claim_failures[claims_mod.CAPACITY_EXCEEDED]
             with (self.spread.claiming(host.uuid) if self.spread is not None
                   else contextlib.nullcontext()):
-                placed, known = self._claim_on(context, spec, host, fitting[:per_host],
-                                               instance_uuid, attempt, project_id=project_id,
-                                               user_id=user_id, known=known)
+                placed, walk.known = self._claim_on(
+                    context, spec, host, fitting[:per_host], instance_uuid, attempt,
+                    project_id=project_id, user_id=user_id, known=walk.known)
                 made = placed.claim if placed is not None else None
                 if made is not None and not made.is_move and self.on_claimed is not None:
                     self.on_claimed(made.allocations)
             if placed is not None:
                 return placed
+            walk.tried.add(host.uuid)
+            if (walk.stop_when_refused
+                    and attempt.claim_failures[claims_mod.CAPACITY_EXCEEDED] > refusals):
+                raise OrderStale(host.host)
         return None
 
     def _claim_on(self, context: RequestContext, spec: RequestSpec, host: HostState,

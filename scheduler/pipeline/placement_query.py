@@ -92,6 +92,14 @@ class PlacementQuery:
             raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
         return candidates
 
+    def view_again(self, match: Match) -> Match | None:
+        """``match``'s query matched again in the provider view as it is now (this
+        worker's claims and refusals since, its sibling workers' claims); None when
+        the view no longer answers it."""
+        assert self.view is not None
+        again, _ = self.view.match(match.query)
+        return again
+
     def resolve_destination(self, context: RequestContext,
                             spec: RequestSpec) -> tuple[str | None, bool]:
         """Requested (or forced) host/node -> ``in_tree`` provider; (in_tree, several nodes)."""

@@ -64,6 +64,8 @@ class Match:
     resources: dict[str, int]
     overlay: Overlay
     tables: ViewTables
+    #: the query matched (to match it again: :meth:`ProviderView.match`)
+    query: AllocationCandidatesQuery
     busy: bool = False
 
     def __len__(self) -> int:
@@ -140,7 +142,8 @@ class ProviderView:
         if not len(rows):
             return None, NONE_FIT
         [group] = [g for g in query.groups if not g.is_empty()]
-        return Match(snapshot, rows, dict(group.resources), overlay, self._tables, busy), None
+        return (Match(snapshot, rows, dict(group.resources), overlay, self._tables, query, busy),
+                None)
 
     def claimed(self, allocations: Mapping[str, Mapping[str, int]]) -> None:
         """A claim this worker made, from the moment Placement accepted it: the view

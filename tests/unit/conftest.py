@@ -24,7 +24,7 @@ def make_manager(fake):
     built: list[SchedulerManager] = []
 
     def build(*, filters=(), scheduler=None, filter_scheduler=None, catalog=None,
-              seed=0, placement=None) -> SchedulerManager:
+              seed=0, placement=None, provider_view=None) -> SchedulerManager:
         conf = make_conf(scheduler=scheduler, filter_scheduler=filter_scheduler)
         weigher = RAMWeigher()
         weigher.conf = conf
@@ -33,7 +33,8 @@ def make_manager(fake):
             conf, placement=client,
             catalog=catalog or HostCatalog(default_cell_uuid=CELL),
             filters=list(filters), weighers=[weigher], request_filters=[],
-            cleanups=PendingCleanups(client, interval=3600), rng=random.Random(seed))
+            cleanups=PendingCleanups(client, interval=3600), rng=random.Random(seed),
+            provider_view=provider_view)
         manager.sleeps = []
         manager.claimer.sleep = manager.sleeps.append
         built.append(manager)
