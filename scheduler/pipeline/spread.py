@@ -51,6 +51,7 @@ import collections
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -68,6 +69,12 @@ NEARLY_FULL_ROOM = 2
 #: How long a claim waits for this worker's claim in flight on the same host (seconds):
 #: longer than a claim takes, short enough that a stuck one does not hold the next.
 WAIT_LIMIT = 10.0
+
+#: How long a claim waits for a sibling worker's claim in flight on the same host
+#: (seconds), and how often it looks whether that one has landed: a claim takes
+#: about 50 ms; a sibling that died mid-claim leaves its slot until it is replaced.
+SIBLING_WAIT_LIMIT = 1.0
+SIBLING_POLL = 0.005
 
 #: How far beyond the tolerance a worker reaches for a host of its own lane, or away
 #: from its claims in flight: this many times the tolerance.
@@ -100,6 +107,10 @@ class InFlightBoard(Protocol):
         """The hosts the other workers' claims are in flight on."""
         ...
 
+    def flying_on(self, provider_uuid: str) -> bool:
+        """Whether another worker's claim is in flight on ``provider_uuid``."""
+        ...
+
 
 class Spread:
     """One worker's lane, and the hosts its claims are in flight on (thread-safe)."""
@@ -113,11 +124,13 @@ class Spread:
         return cls(index, workers or 1, board=board)
 
     def __init__(self, lane: int, lanes: int, *, wait_limit: float = WAIT_LIMIT,
-                 board: InFlightBoard | None = None):
+                 board: InFlightBoard | None = None,
+                 sibling_wait_limit: float = SIBLING_WAIT_LIMIT):
         if not 0 <= lane < max(lanes, 1):
             raise ValueError(f'lane {lane} of {lanes}')
         self.lane, self.lanes = lane, max(lanes, 1)
         self.wait_limit = wait_limit
+        self.sibling_wait_limit = sibling_wait_limit
         #: The other workers' claims in flight, and where this one's are shown to them.
         self.board = board
         self._lock = threading.Lock()
@@ -132,8 +145,14 @@ class Spread:
         waits for it to land (at most ``wait_limit`` seconds) rather than meet it
         in Placement, where one of the two is refused for a concurrent update
         and retried after a pause of its own. The arrangement brings such a host
-        forward only when nothing else within the reach is left.
+        forward only when nothing else within the reach is left. So does a sibling
+        worker's claim seen in flight on the host (at most
+        :data:`SIBLING_WAIT_LIMIT`): the decision that chose the host came before
+        the sibling's claim took off. Two claims that take off at the same moment
+        still meet in Placement.
         """
+        if self.board is not None:
+            self._wait_for_siblings(provider_uuid)
         with self._landed:
             self._landed.wait_for(lambda: not self._in_flight[provider_uuid],
                                   timeout=self.wait_limit)
@@ -150,6 +169,12 @@ class Spread:
                     if self.board is not None:
                         self.board.land(provider_uuid)
                     self._landed.notify_all()
+
+    def _wait_for_siblings(self, provider_uuid: str) -> None:
+        assert self.board is not None
+        deadline = time.monotonic() + self.sibling_wait_limit
+        while self.board.flying_on(provider_uuid) and time.monotonic() < deadline:
+            time.sleep(SIBLING_POLL)
 
     def precedence(self, provider_uuids: Sequence[str],
                    room: np.ndarray | None = None) -> np.ndarray:

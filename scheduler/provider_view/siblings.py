@@ -12,8 +12,9 @@ Placement accepted from it (when, provider, class, amount) to its own ring, and
 reads its siblings' rings before it serves its view (:meth:`WorkerBoard.new`).
 The view adds each claim made since its snapshot was read, as it adds its own;
 and the hosts a sibling's claims are in flight on come last in a worker's order,
-as its own do (:mod:`scheduler.pipeline.spread`): two claims on one provider at
-once make Placement refuse one of them.
+as its own do, and a claim on such a host waits for the sibling's to land
+(:mod:`scheduler.pipeline.spread`): two claims on one provider at once make
+Placement refuse one of them.
 Nothing here is authoritative: Placement still arbitrates every claim, and a
 record the view misses (a ring that wrapped past it) costs no more than a stale
 view did. Other services' workers, on other machines, are still seen at the
@@ -141,3 +142,9 @@ class WorkerBoard:
         """The hosts the siblings' claims are in flight on."""
         flying = np.delete(self.board.flying, self.index, axis=0).ravel()
         return {uuid.decode() for uuid in flying[flying != b''].tolist()}
+
+    def flying_on(self, provider_uuid: str) -> bool:
+        """Whether a sibling's claim is in flight on ``provider_uuid``."""
+        slots = self.board.flying == provider_uuid.encode()
+        slots[self.index] = False
+        return bool(slots.any())

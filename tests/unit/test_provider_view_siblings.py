@@ -8,6 +8,8 @@ spread puts the hosts their claims are in flight on last.
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -122,6 +124,50 @@ def test_a_sibling_s_claim_in_flight_puts_its_host_last_until_it_lands():
     after = mine.precedence([host]).tolist()
 
     assert (during, after) == ([IN_FLIGHT], [OWN_LANE])
+
+
+def test_a_claim_on_a_host_a_sibling_s_claim_is_in_flight_on_waits_for_it_to_land():
+    board = ClaimsBoard(2)
+    mine = Spread(0, 2, board=board.of_worker(0), sibling_wait_limit=30.0)
+    theirs = board.of_worker(1)
+    host, other = uuid_for('a'), uuid_for('b')
+    theirs.take_off(host)
+    events: list[str] = []
+
+    def claim(on: str) -> None:
+        with mine.claiming(on):
+            events.append(f'claimed {on}')
+
+    waiting = threading.Thread(target=claim, args=(host,))
+    waiting.start()
+    claim(other)                            # another host: no wait
+    time.sleep(0.1)
+    events.append('sibling landed')
+    theirs.land(host)
+    waiting.join(timeout=5)
+
+    assert events == [f'claimed {other}', 'sibling landed', f'claimed {host}']
+
+
+def test_a_sibling_s_claim_that_never_lands_holds_a_claim_only_so_long():
+    board = ClaimsBoard(2)
+    mine = Spread(0, 2, board=board.of_worker(0), sibling_wait_limit=0.05)
+    board.of_worker(1).take_off(uuid_for('a'))      # then the sibling died
+    started = time.monotonic()
+
+    with mine.claiming(uuid_for('a')):
+        waited = time.monotonic() - started
+
+    assert 0.05 <= waited < 5
+
+
+def test_a_worker_does_not_wait_for_its_own_claims_on_the_board():
+    board = ClaimsBoard(2)
+    worker = board.of_worker(0)
+    worker.take_off(uuid_for('a'))
+
+    assert not worker.flying_on(uuid_for('a'))
+    assert board.of_worker(1).flying_on(uuid_for('a'))
 
 
 def test_a_replacement_worker_clears_what_its_predecessor_left_in_flight():
