@@ -150,9 +150,13 @@ class DirectDatabase:
         try:
             self._dbapi = importlib.import_module(_DRIVERS[self._url.backend][1][self._url.driver])
         except ImportError:
+            # The celldb extra brings PyMySQL, not mysqlclient, which a bare mysql://
+            # URL names (as SQLAlchemy reads it).
+            hint = ('install mysqlclient, or name PyMySQL in the URL (mysql+pymysql://; '
+                    'placement-scheduler[celldb] installs it)' if self._url.driver == 'mysqldb'
+                    else 'install placement-scheduler[celldb]')
             raise ConfigurationError(
-                f'{option} needs the database driver {self._url.driver}: install '
-                f'placement-scheduler[celldb]') from None
+                f'{option} needs the database driver {self._url.driver}: {hint}') from None
         self._arguments = connect_args(self._url.backend, self._url.driver, connect_timeout,
                                        query_timeout)
         self._kept: Any = None

@@ -7,6 +7,7 @@ never shows.
 """
 from __future__ import annotations
 
+import importlib
 import sqlite3
 
 import pytest
@@ -37,6 +38,28 @@ def test_an_operator_s_url_names_the_driver_and_what_it_connects_to(url, backend
 
     assert (parsed.backend, parsed.driver, parsed.host, parsed.port, parsed.database,
             parsed.query) == (backend, driver, host, port, database, query)
+
+
+@pytest.mark.parametrize('url, missing, advice', [
+    ('mysql://placement:pw@db1/placement', 'MySQLdb', 'mysql+pymysql://'),
+    ('mysql+pymysql://placement:pw@db1/placement', 'pymysql', 'placement-scheduler[celldb]'),
+    ('postgresql://placement:pw@db1/placement', 'psycopg2', 'placement-scheduler[celldb]'),
+], ids=['mysql: mysqlclient', 'pymysql', 'postgresql'])
+def test_a_driver_not_installed_is_named_with_what_would_provide_it(monkeypatch, url, missing,
+                                                                    advice):
+    real_import = importlib.import_module
+
+    def without_driver(name, *args):
+        if name == missing:
+            raise ImportError(name)
+        return real_import(name, *args)
+    monkeypatch.setattr(importlib, 'import_module', without_driver)
+
+    with pytest.raises(ConfigurationError) as error:
+        DirectDatabase(url, option=OPTION, error=ProviderViewError)
+
+    assert advice in str(error.value)
+    assert 'pw' not in str(error.value)
 
 
 def test_a_password_is_decoded_for_the_driver_and_masked_in_the_label():
