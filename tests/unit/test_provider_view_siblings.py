@@ -7,6 +7,7 @@ spread puts the hosts their claims are in flight on last.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -14,10 +15,11 @@ import time
 import numpy as np
 import pytest
 
+from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.pipeline.spread import IN_FLIGHT, OWN_LANE, Spread
 from scheduler.provider_view.siblings import MARGIN, ClaimsBoard
 from scheduler.provider_view.view import ProviderView
-from tests.builders import uuid_for
+from tests.builders import service_conf, uuid_for
 from tests.unit.test_provider_view import Reads, hosts_of, snapshot, used, vcpus
 
 
@@ -200,3 +202,21 @@ def test_every_slot_in_flight_taken_leaves_the_next_unseen_not_lost():
     worker.take_off(hosts[-1])
     assert hosts[-1] in board.of_worker(0).flying()
     assert np.count_nonzero(board.flying[1] != b'') == len(hosts) - 1
+
+
+@pytest.mark.parametrize('workers, tolerance, warned', [
+    (2, 0.0, True), (2, 0.01, False), (1, 0.0, False),
+], ids=['several workers, no tolerance', 'a tolerance', 'one worker'])
+def test_several_workers_on_one_view_without_a_tolerance_are_warned_of(
+        tmp_path, caplog, workers, tolerance, warned):
+    # Measured: every worker then claims the same best host (doc/performance.md).
+    conf = service_conf(**{'scheduler.provider_view': True,
+                           'scheduler.near_best_weight_tolerance': tolerance,
+                           'placement_database.connection': f'sqlite:///{tmp_path}/p.db'})
+
+    with caplog.at_level(logging.WARNING, logger='scheduler.catalog.placement_db'):
+        view = provider_view_from_conf(conf, siblings=ClaimsBoard(workers).of_worker(0))
+
+    assert view is not None
+    assert any('near_best_weight_tolerance = 0' in r.getMessage()
+               for r in caplog.records) is warned
