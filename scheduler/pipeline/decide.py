@@ -15,6 +15,7 @@ third of those claims were refused.
 """
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,43 @@ class Ranking:
                            precedence=self.spread.precedence if self.spread else None)
 
 
+def _walk(spec: RequestSpec, ordered: HostView, instance_uuid: str | None,
+          attempt: InstanceAttempt, *, choose: ChooseHost,
+          reorder: Callable[[], HostView | None] | None, into: Decision) -> Placed | None:
+    """The host one instance gets, walking ``ordered`` and, after a refusal for
+    capacity, the hosts ordered again (at most :data:`REORDERS` times). An order
+    worked out again that yields nothing hands back to the one before it: only
+    Placement's refusals, never the view alone, end in NoValidHost."""
+    walk = Walk()
+    reorders = REORDERS if reorder is not None else 0
+    orders = [ordered]
+    while True:
+        walk.stop_when_refused = reorders > 0
+        into.ordered = orders[-1]
+        try:
+            chosen = choose(spec, orders[-1], instance_uuid, attempt, walk)
+        except OrderStale:
+            reorders -= 1
+            fresh = reorder() if reorder is not None else None
+            if fresh:
+                orders.append(fresh)
+            continue
+        if chosen is None and len(orders) > 1:
+            orders.pop()        # its hosts tried are skipped (Walk.tried)
+            continue
+        return chosen
+
+
+def _reordered(refresh: RefreshHosts, given: HostView, spec: RequestSpec, index: int,
+               ranking: Ranking) -> HostView | None:
+    fresh = refresh(given)
+    if fresh is None:
+        return None
+    # The instance's trace keeps the first order's filtering and weighing, over the
+    # hosts it was given: what a NoValidHost's reason counts.
+    return ranking.sorted_hosts(spec, fresh, index, InstanceAttempt(index=index))
+
+
 @dataclass
 class Decision:
     #: the last instance's host order: what alternates are chosen from
@@ -105,21 +143,11 @@ def decide(spec: RequestSpec, uuids: Sequence[str | None], hosts: HostView, *,
             chosen = Placed(instance_uuid, ordered[0], None) if ordered else None
             attempt.claimed_host = chosen.host.host if chosen else None
         else:
-            walk = Walk()
-            reorders = REORDERS if refresh is not None else 0
-            while True:
-                walk.stop_when_refused = reorders > 0
-                try:
-                    chosen = choose(spec, ordered, instance_uuid, attempt, walk)
-                    break
-                except OrderStale:
-                    reorders -= 1
-                    fresh = refresh(given) if refresh is not None else None
-                    if fresh is not None:
-                        # The hosts tried are not offered again (Walk.tried).
-                        attempt.hosts_in = len(fresh)
-                        ordered = ranking.sorted_hosts(spec, fresh, index, attempt)
-                        hosts = into.ordered = ordered
+            reorder = (functools.partial(_reordered, refresh, given, spec, index, ranking)
+                       if refresh is not None else None)
+            chosen = _walk(spec, ordered, instance_uuid, attempt, choose=choose,
+                           reorder=reorder, into=into)
+            hosts = into.ordered
         if chosen is None:
             raise exc.NoValidHost(reason=reason(trace))
         into.placed.append(chosen)

@@ -43,11 +43,9 @@ def filter_hosts(filters: Sequence[BaseHostFilter], spec: RequestSpec,
         with metrics.stage('filtering'):
             run = apply_filters(filters, hosts, spec, instance_index=index, rebuild=rebuild,
                                 vectorised=vectorised)
-        # The hosts ordered afresh after a refused claim replace what the first
-        # order recorded: the trace tells how the host was found.
-        attempt.filter_steps = [(step.name, step.hosts_in,
-                                 {why: len(names) for why, names in step.removed.items()})
-                                for step in run.steps]
+        for step in run.steps:
+            removed = {why: len(names) for why, names in step.removed.items()}
+            attempt.filter_steps.append((step.name, step.hosts_in, removed))
         attempt.steps = run.steps
         passed = run.hosts
     attempt.hosts_after_filters = len(passed)

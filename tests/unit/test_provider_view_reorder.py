@@ -77,6 +77,25 @@ def test_a_host_refused_is_not_tried_again_and_the_walk_goes_on_past_the_reorder
     assert selections[0].service_host == 'e'
 
 
+def test_an_order_worked_out_again_that_yields_nothing_hands_back_to_the_one_before(
+        fake, make_manager):
+    # The view read after the refusal shows b and c full (it may count a claim twice,
+    # never miss one) and only a, just refused, with room: the new order has nothing
+    # to try. A NoValidHost is only ever Placement's word: the first order goes on.
+    for name in 'abc':
+        fake.add_compute(name, vcpus=8)
+    filled_by_another_scheduler(fake, 'a')
+    view = ProviderView(Reads(snapshot(('a', 0, 0), ('b', 0, 1000), ('c', 0, 2000)),
+                              snapshot(('a', 0, 0), ('b', 8, 1000), ('c', 8, 2000))),
+                        max_age=300.0, read_behind=False)
+    manager = make_manager(provider_view=view)
+
+    [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
+
+    assert hosts_claimed(fake) == ['a', 'b']
+    assert selections[0].service_host == 'b'
+
+
 class NotC(BaseHostFilter):
     """Rejects host c; like Nova's AvailabilityZoneFilter, runs for the first instance
     of a request only."""
