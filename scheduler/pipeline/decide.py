@@ -77,43 +77,6 @@ class Ranking:
                            precedence=self.spread.precedence if self.spread else None)
 
 
-def _walk(spec: RequestSpec, ordered: HostView, instance_uuid: str | None,
-          attempt: InstanceAttempt, *, choose: ChooseHost,
-          reorder: Callable[[], HostView | None] | None, into: Decision) -> Placed | None:
-    """The host one instance gets, walking ``ordered`` and, after a refusal for
-    capacity, the hosts ordered again (at most :data:`REORDERS` times). An order
-    worked out again that yields nothing hands back to the one before it: only
-    Placement's refusals, never the view alone, end in NoValidHost."""
-    walk = Walk()
-    reorders = REORDERS if reorder is not None else 0
-    orders = [ordered]
-    while True:
-        walk.stop_when_refused = reorders > 0
-        into.ordered = orders[-1]
-        try:
-            chosen = choose(spec, orders[-1], instance_uuid, attempt, walk)
-        except OrderStale:
-            reorders -= 1
-            fresh = reorder() if reorder is not None else None
-            if fresh:
-                orders.append(fresh)
-            continue
-        if chosen is None and len(orders) > 1:
-            orders.pop()        # its hosts tried are skipped (Walk.tried)
-            continue
-        return chosen
-
-
-def _reordered(refresh: RefreshHosts, given: HostView, spec: RequestSpec, index: int,
-               ranking: Ranking) -> HostView | None:
-    fresh = refresh(given)
-    if fresh is None:
-        return None
-    # The instance's trace keeps the first order's filtering and weighing, over the
-    # hosts it was given: what a NoValidHost's reason counts.
-    return ranking.sorted_hosts(spec, fresh, index, InstanceAttempt(index=index))
-
-
 @dataclass
 class Decision:
     #: the last instance's host order: what alternates are chosen from
@@ -153,3 +116,40 @@ def decide(spec: RequestSpec, uuids: Sequence[str | None], hosts: HostView, *,
         into.placed.append(chosen)
         consume(spec, chosen)
     return into
+
+
+def _walk(spec: RequestSpec, ordered: HostView, instance_uuid: str | None,
+          attempt: InstanceAttempt, *, choose: ChooseHost,
+          reorder: Callable[[], HostView | None] | None, into: Decision) -> Placed | None:
+    """The host one instance gets, walking ``ordered`` and, after a refusal for
+    capacity, the hosts ordered again (at most :data:`REORDERS` times). An order
+    worked out again that yields nothing hands back to the one before it: only
+    Placement's refusals, never the view alone, end in NoValidHost."""
+    walk = Walk()
+    reorders = REORDERS if reorder is not None else 0
+    orders = [ordered]
+    while True:
+        walk.stop_when_refused = reorders > 0
+        into.ordered = orders[-1]
+        try:
+            chosen = choose(spec, orders[-1], instance_uuid, attempt, walk)
+        except OrderStale:
+            reorders -= 1
+            fresh = reorder() if reorder is not None else None
+            if fresh:
+                orders.append(fresh)
+            continue
+        if chosen is None and len(orders) > 1:
+            orders.pop()        # its hosts tried are skipped (Walk.tried)
+            continue
+        return chosen
+
+
+def _reordered(refresh: RefreshHosts, given: HostView, spec: RequestSpec, index: int,
+               ranking: Ranking) -> HostView | None:
+    fresh = refresh(given)
+    if fresh is None:
+        return None
+    # The instance's trace keeps the first order's filtering and weighing, over the
+    # hosts it was given: what a NoValidHost's reason counts.
+    return ranking.sorted_hosts(spec, fresh, index, InstanceAttempt(index=index))
