@@ -718,12 +718,15 @@ class HostView(_EqualAsList, Sequence[HostState]):
         kept = [row for row in self.rows.tolist() if predicate(names[row], nodes[row])]
         return HostView(self.table, np.array(kept, dtype=np.intp))
 
+    def keep_roots(self, predicate: Callable[[str], bool]) -> HostView:
+        """The rows whose root provider's uuid satisfies ``predicate``."""
+        roots = self.table.roots
+        return self.where(np.fromiter((predicate(roots[row]) for row in self.rows.tolist()),
+                                      dtype=bool, count=len(self)))
+
     def keep_hosts_of(self, other: HostView) -> HostView:
         """The rows whose root provider is one of ``other``'s (rows of any table)."""
-        wanted = set(other.root_uuids())
-        roots = self.table.roots
-        return self.where(np.fromiter((roots[row] in wanted for row in self.rows.tolist()),
-                                      dtype=bool, count=len(self)))
+        return self.keep_roots(set(other.root_uuids()).__contains__)
 
     def root_uuids(self) -> list[str]:
         roots = self.table.roots

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-import numpy as np
 from oslo_config import cfg
 
 from placement_client import exceptions as pexc
@@ -92,10 +91,7 @@ class HostBuilder:
                 hosts, table = match.hosts_of_table(self.catalog, az)
         left_out = 0
         if unresolved:
-            roots = hosts.table.roots
-            kept = hosts.where(np.fromiter((roots[row] not in unresolved
-                                            for row in hosts.rows.tolist()),
-                                           dtype=bool, count=len(hosts)))
+            kept = hosts.keep_roots(lambda root: root not in unresolved)
             hosts, left_out = kept, len(hosts) - len(kept)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
