@@ -1,12 +1,13 @@
 """ImagePropertiesFilter: the host must be able to run the image.
 
-Three independent checks, each on image properties Nova defines:
+An image that sets none of ``hw_architecture`` (default ``[filter_scheduler]
+image_properties_default_architecture``), ``img_hv_type`` and ``hw_vm_mode``
+passes every host, whatever else it asks: Nova's ``_instance_supported``
+returns before looking at the version or the address bits. Otherwise three
+checks, each on image properties Nova defines:
 
-* ``hw_architecture`` (default ``[filter_scheduler]
-  image_properties_default_architecture``), ``img_hv_type`` and ``hw_vm_mode``
-  must match one ``[architecture, hypervisor_type, vm_mode]`` entry of the
-  host's ``supported_instances`` (the properties the image leaves unset match
-  anything);
+* the set ones of those three must match one ``[architecture,
+  hypervisor_type, vm_mode]`` entry of the host's ``supported_instances``;
 * ``img_hv_requested_version`` (e.g. ``>=6.0,<7``) must be satisfied by the
   host's ``hypervisor_version`` (Nova's integer encoding: 6002000 is 6.2.0);
 * ``hw_maxphysaddr_bits`` must not exceed the host's
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from packaging.version import InvalidVersion, Version
 
 from scheduler.filters.base import BaseHostFilter, FilterResult, RowsVerdict, all_pass, host_label
 from scheduler.filters.host_attributes import MISSING, walk
@@ -106,7 +108,9 @@ class InvalidVersionPredicate(ValueError):
     ``<op> <version>`` comparisons."""
 
 
-_COMPARISON = re.compile(r'^\s*(<=|>=|<|>|!=|==)\s*(\d+(?:\.\d+)*)\s*$')
+# oslo.utils' VersionPredicate, which Nova's filter uses: the version is any
+# PEP 440 one (6.0rc1, v6, 1!2.0), compared as packaging compares them.
+_COMPARISON = re.compile(r'^\s*(<=|>=|<|>|!=|==)\s*([^\s]+)\s*$')
 _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     '<': operator.lt, '<=': operator.le, '>': operator.gt, '>=': operator.ge,
     '==': operator.eq, '!=': operator.ne}
@@ -117,26 +121,19 @@ _MAX_PREDICATE_CHARS = 256
 @dataclass(frozen=True)
 class VersionPredicate:
     text: str
-    comparisons: tuple[tuple[str, tuple[int, ...]], ...]
+    comparisons: tuple[tuple[str, Version], ...]
 
     def satisfied_by(self, version: tuple[int, ...]) -> bool:
-        return all(_OPERATORS[op](*_padded(version, wanted))
-                   for op, wanted in self.comparisons)
-
-
-def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    # 6.0 == 6.0.0, as Nova's (distutils) version comparison has it.
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+        # As Nova: the host's parts joined with dots, then read as a version
+        # (6.0 == 6.0.0).
+        have = Version(format_version(version))
+        return all(_OPERATORS[op](have, wanted) for op, wanted in self.comparisons)
 
 
 @functools.lru_cache(maxsize=256)
 def parse_version_predicate(text: str) -> VersionPredicate:
-    """``">=6.0, <7"`` -> comparisons; :class:`InvalidVersionPredicate` otherwise.
-
-    Versions are dotted integers of any length (Nova's distutils parser wants
-    two or three parts and fails the request on others).
-    """
+    """``">=6.0, <7"`` -> comparisons; :class:`InvalidVersionPredicate` otherwise
+    (where Nova's oslo.utils parser raises ValueError)."""
     if len(text) > _MAX_PREDICATE_CHARS:
         raise InvalidVersionPredicate(f'longer than {_MAX_PREDICATE_CHARS} characters')
     comparisons = []
@@ -145,7 +142,12 @@ def parse_version_predicate(text: str) -> VersionPredicate:
         if found is None:
             raise InvalidVersionPredicate(
                 f"'{brief(part.strip(), 30)}' is not <op> <version> (op: {', '.join(_OPERATORS)})")
-        comparisons.append((found[1], tuple(int(n) for n in found[2].split('.'))))
+        try:
+            wanted = Version(found[2])
+        except InvalidVersion:
+            raise InvalidVersionPredicate(
+                f"'{brief(found[2], 30)}' is not a version") from None
+        comparisons.append((found[1], wanted))
     return VersionPredicate(text, tuple(comparisons))
 
 
@@ -177,8 +179,15 @@ class ImagePropertiesFilter(BaseHostFilter):
 
     def filter_result(self, host_state: HostState, spec_obj: RequestSpec) -> FilterResult:
         props = spec_obj.image.properties if spec_obj.image is not None else {}
-        for check in (self._check_instance_type, self._check_hypervisor_version,
-                      self._check_maxphysaddr_bits):
+        wanted = self._wanted(props)
+        if not any(wanted):
+            # Nova's _instance_supported returns True here, before the version
+            # and address-bits checks: an image asking only for those passes.
+            return FilterResult.ok()
+        verdict = self._check_instance_type(host_state, wanted)
+        if not verdict.passed:
+            return verdict
+        for check in (self._check_hypervisor_version, self._check_maxphysaddr_bits):
             verdict = check(host_state, props)
             if not verdict.passed:
                 return verdict
@@ -187,11 +196,11 @@ class ImagePropertiesFilter(BaseHostFilter):
     def filter_rows(self, table: HostTable, rows: np.ndarray,
                     spec_obj: RequestSpec) -> RowsVerdict | None:
         props = spec_obj.image.properties if spec_obj.image is not None else {}
-        if props.get('img_hv_requested_version') or props.get('hw_maxphysaddr_bits') is not None:
-            return None
         wanted = self._wanted(props)
         if not any(wanted):
             return all_pass(rows)
+        if props.get('img_hv_requested_version') or props.get('hw_maxphysaddr_bits') is not None:
+            return None
         # Hosts with the same supported_instances get the same verdict; hosts
         # without any are judged (and logged) one by one.
         codes = table.supported_codes[rows]
@@ -221,10 +230,7 @@ class ImagePropertiesFilter(BaseHostFilter):
             return None
         return self.conf.filter_scheduler.image_properties_default_architecture
 
-    def _check_instance_type(self, host_state: HostState, props: Any) -> FilterResult:
-        wanted = self._wanted(props)
-        if not any(wanted):
-            return FilterResult.ok()
+    def _check_instance_type(self, host_state: HostState, wanted: Triple) -> FilterResult:
         supported = host_state.supported_instances
         if not supported:
             self._unchecked(host_state, 'supported_instances',
@@ -269,11 +275,14 @@ class ImagePropertiesFilter(BaseHostFilter):
         except (TypeError, ValueError):
             return FilterResult.fail(
                 f"image hw_maxphysaddr_bits '{brief(wanted, 20)}' is not a number")
+        if not wanted_bits:
+            return FilterResult.ok()  # Nova's `if not bits_required`
         host_bits = _as_int(walk(host_state.cpu_info or {}, MAXPHYSADDR_BITS_PATH))
         if host_bits is None:
             self._unchecked(host_state, 'cpu_info maxphysaddr bits', 'hw_maxphysaddr_bits')
             return FilterResult.ok()
-        if host_bits >= wanted_bits:
+        # Nova's `if not bits`: a host reporting 0 bits is not judged.
+        if not host_bits or host_bits >= wanted_bits:
             return FilterResult.ok()
         return FilterResult.fail(
             f'host CPU has fewer physical address bits than image hw_maxphysaddr_bits '

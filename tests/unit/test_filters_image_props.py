@@ -74,27 +74,34 @@ IMAGE_PROPERTIES = {
         {'img_hv_type': 'qemu', 'hw_vm_mode': 'hv'},
         {'supported_instances': [('X86_64', 'QEMU', 'HVM')]}, (True, None)),
     'a requested hypervisor version the host has passes': (
-        {'img_hv_requested_version': '>=8.0'}, {}, (True, None)),
+        {'hw_architecture': 'x86_64', 'img_hv_requested_version': '>=8.0'}, {}, (True, None)),
     'a version range is every comparison at once': (
-        {'img_hv_requested_version': '>=8.0, <8.2'}, {},
+        {'hw_architecture': 'x86_64', 'img_hv_requested_version': '>=8.0, <8.2'}, {},
         (False, "hypervisor version does not satisfy image img_hv_requested_version "
                 "'>=8.0, <8.2'")),
     'versions compare with missing parts as zero': (
-        {'img_hv_requested_version': '==8.2'}, {}, (True, None)),
-    'the hypervisor version is checked without any architecture in the image': (
-        {'img_hv_requested_version': '>=9'}, {},
+        {'hw_vm_mode': 'hvm', 'img_hv_requested_version': '==8.2'}, {}, (True, None)),
+    'a version too high fails': (
+        {'img_hv_type': 'kvm', 'img_hv_requested_version': '>=9'}, {},
         (False, "hypervisor version does not satisfy image img_hv_requested_version '>=9'")),
+    'versions are PEP 440 ones, as oslo.utils reads them': (
+        {'img_hv_type': 'kvm', 'img_hv_requested_version': '>=8.2rc1, <v8.3'}, {},
+        (True, None)),
     'a version requirement that is not one fails every host, saying why': (
-        {'img_hv_requested_version': '8.0'}, {},
+        {'hw_architecture': 'x86_64', 'img_hv_requested_version': '8.0'}, {},
         (False, "image img_hv_requested_version '8.0' is not a version requirement: "
                 "'8.0' is not <op> <version> (op: <, <=, >, >=, ==, !=)")),
-    'enough physical address bits pass': ({'hw_maxphysaddr_bits': 46}, {}, (True, None)),
+    'enough physical address bits pass': (
+        {'hw_architecture': 'x86_64', 'hw_maxphysaddr_bits': 46}, {}, (True, None)),
     'too few physical address bits fail': (
-        {'hw_maxphysaddr_bits': 48}, {},
+        {'hw_architecture': 'x86_64', 'hw_maxphysaddr_bits': 48}, {},
         (False, 'host CPU has fewer physical address bits than image hw_maxphysaddr_bits 48')),
     'physical address bits are read from cpu_info held as a JSON string': (
-        {'hw_maxphysaddr_bits': 48}, {'cpu_info': json.dumps({'maxphysaddr': {'bits': 52}})},
-        (True, None)),
+        {'hw_architecture': 'x86_64', 'hw_maxphysaddr_bits': 48},
+        {'cpu_info': json.dumps({'maxphysaddr': {'bits': 52}})}, (True, None)),
+    'a host reporting 0 physical address bits is not judged': (
+        {'hw_architecture': 'x86_64', 'hw_maxphysaddr_bits': 48},
+        {'cpu_info': {'maxphysaddr': {'bits': 0}}}, (True, None)),
 }
 
 
@@ -102,6 +109,20 @@ IMAGE_PROPERTIES = {
                          ids=IMAGE_PROPERTIES.keys())
 def test_image_properties(props, host_fields, expected):
     assert verdict(image_filter(), host(**host_fields), image_spec(**props)) == expected
+
+
+@pytest.mark.parametrize('props', [
+    {'img_hv_requested_version': '>=99.0'}, {'hw_maxphysaddr_bits': 64},
+    {'img_hv_requested_version': '>=99.0', 'hw_maxphysaddr_bits': 64}])
+def test_an_image_naming_no_architecture_hypervisor_or_vm_mode_passes_every_host(props):
+    """As Nova's ImagePropertiesFilter._instance_supported, which returns True
+    when none of hw_architecture, img_hv_type, hw_vm_mode is set, before it
+    compares the hypervisor version or the physical address bits."""
+    too_old = host(hypervisor_version=8002000, cpu_info={'maxphysaddr': {'bits': 40}})
+    spec = image_spec(**props)
+    assert verdict(image_filter(), too_old, spec) == (True, None)
+    assert verdict(image_filter(image_properties_default_architecture='x86_64'), too_old,
+                   spec)[0] is False
 
 
 def test_the_default_architecture_applies_to_images_without_one():
@@ -116,10 +137,12 @@ UNJUDGED = {
     'no supported_instances': (
         {'supported_instances': []}, {'hw_architecture': 'aarch64'}, 'supported_instances'),
     'no hypervisor_version': (
-        {'hypervisor_version': None}, {'img_hv_requested_version': '>=99.0'},
+        {'hypervisor_version': None},
+        {'hw_architecture': 'x86_64', 'img_hv_requested_version': '>=99.0'},
         'hypervisor_version'),
     'no physical address bits': (
-        {'cpu_info': {}}, {'hw_maxphysaddr_bits': 64}, 'cpu_info maxphysaddr bits'),
+        {'cpu_info': {}}, {'hw_architecture': 'x86_64', 'hw_maxphysaddr_bits': 64},
+        'cpu_info maxphysaddr bits'),
 }
 
 
