@@ -425,14 +425,67 @@ def _supported_instances(entry: _Entry, item: dict) -> list[tuple[str, str, str]
         raise entry.error(str(e)) from None
 
 
-def _metrics(entry: _Entry, item: dict) -> dict[str, float]:
+# Nova's MonitorMetricType names. nova-compute stores the five percentages in
+# compute_nodes.metrics divided by 100 (MonitorMetric.to_dict: 0.37 for 37 %)
+# and nova-scheduler multiplies them back (MonitorMetricList.from_json), then
+# keeps every value as an integer (MonitorMetric.value is an IntegerField).
+NOVA_PERCENT_METRICS = frozenset({
+    'cpu.user.percent', 'cpu.kernel.percent', 'cpu.idle.percent', 'cpu.iowait.percent',
+    'cpu.percent'})
+NOVA_METRICS = NOVA_PERCENT_METRICS | {
+    'cpu.frequency', 'cpu.user.time', 'cpu.kernel.time', 'cpu.idle.time', 'cpu.iowait.time',
+    'numa.membw.max', 'numa.membw.current'}
+
+
+def metric_as_nova_reads_it(name: str, stored: float) -> float:
+    """The value Nova's MetricsWeigher sees for a metric that compute_nodes.metrics
+    stores as ``stored``: as nova's ``MonitorMetricList.from_json``, percentages
+    times 100, then truncated to an integer (``0.29`` -> 28, as float arithmetic
+    gives Nova 28.999...). Names Nova does not know (its scheduler cannot load
+    them) are kept as they are."""
+    if name not in NOVA_METRICS:
+        return float(stored)
+    if name in NOVA_PERCENT_METRICS:
+        stored = stored * 100
+    return float(int(stored))
+
+
+def parse_metrics(value: Any) -> dict[str, float]:
+    """Metrics as compute_nodes.metrics holds them, as Nova's scheduler reads them
+    (:func:`metric_as_nova_reads_it`): either that column's list of ``{name,
+    value, timestamp, source}`` objects (entries without a value, such as
+    ``numa.membw.*``, are left out; a later entry of a name wins, as in Nova's
+    weigher) or a mapping ``name -> value``. ValueError if malformed."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, list):
+        pairs = []
+        for metric in value:
+            if not isinstance(metric, dict) or not isinstance(metric.get('name'), str):
+                raise ValueError(f'metrics items must be mappings with a name, got {_kind(metric)}')
+            if 'value' in metric:
+                pairs.append((metric['name'], metric['value']))
+    else:
+        raise ValueError(f'metrics must be a mapping or a list, got {_kind(value)}')
     result = {}
-    for name, value in entry.mapping(item, 'metrics').items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
-            raise entry.error(f'metrics.{name} must be a finite number, got {_kind(value)}')
-        result[name] = float(value)
+    for name, number in pairs:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f'metrics names must be non-empty strings, got {name!r}')
+        if isinstance(number, bool) or not isinstance(number, (int, float)) \
+                or not math.isfinite(number):
+            raise ValueError(f'metrics.{name} must be a finite number, got {_kind(number)}')
+        result[name] = metric_as_nova_reads_it(name, number)
     return result
+
+
+def _metrics(entry: _Entry, item: dict) -> dict[str, float]:
+    value = item.get('metrics')
+    if value is None:
+        return {}
+    try:
+        return parse_metrics(value)
+    except ValueError as e:
+        raise entry.error(str(e)) from None
 
 
 def _numa_topology(entry: _Entry, item: dict) -> HostNUMATopology | None:

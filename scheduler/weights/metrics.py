@@ -15,7 +15,12 @@ A metric a host does not report:
   NoValidHost quotes if no host is left), and the others are weighed.
 
 Metrics come from the ``metrics`` of each host in the hosts file; this service
-does not receive the monitors' periodic updates that Nova stores.
+does not receive the monitors' periodic updates that Nova stores. The file gives
+them as compute_nodes.metrics holds them (``cpu.percent`` 0.25 for 25 %) and they
+are read as Nova's ``MonitorMetricList.from_json`` reads that column
+(:func:`scheduler.catalog.hosts_file.metric_as_nova_reads_it`: percentages times
+100, Nova's metrics as integers), so ``host_state.metrics`` holds the values
+Nova's weigher multiplies.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 from scheduler import exceptions as exc
 from scheduler import plugins
 from scheduler.catalog import HostCatalog
+from scheduler.catalog.hosts_file import metric_as_nova_reads_it, parse_metrics
 from scheduler.manager import SchedulerManager
 from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.weights.base import Exclusion, weigh_hosts
@@ -75,6 +76,56 @@ def test_an_empty_weight_setting_weighs_every_host_zero_and_needs_no_metric():
     hosts = [host('a'), host('b', **{'cpu.frequency': 9.0})]
     weighed = weigh_hosts([configured(weight_setting=[])], hosts, make_spec())
     assert weights(weighed) == {'a': 0.0, 'b': 0.0}
+
+
+# Metrics as nova-compute stores them ----------------------------------------------------
+
+# compute_nodes.metrics as nova-compute writes it (MonitorMetric.to_dict: the
+# monitor's 29 % stored as 0.29).
+COMPUTE_NODES_METRICS = [
+    {'name': 'cpu.percent', 'value': 0.29, 'timestamp': '2026-01-15T10:30:00.000000',
+     'source': 'libvirt.LibvirtDriver'},
+    {'name': 'cpu.frequency', 'value': 2400, 'timestamp': '2026-01-15T10:30:00.000000',
+     'source': 'libvirt.LibvirtDriver'},
+    {'name': 'numa.membw.max', 'numa_membw_values': {'0': 100},
+     'timestamp': '2026-01-15T10:30:00.000000', 'source': 'x'},
+]
+
+
+@pytest.mark.parametrize(('name', 'stored', 'seen'), [
+    ('cpu.percent', 0.29, 28.0),  # 0.29 * 100 = 28.999..., truncated as Nova's IntegerField
+    ('cpu.user.percent', 0.5, 50.0), ('cpu.kernel.percent', 1, 100.0),
+    ('cpu.idle.percent', -0.005, 0.0), ('cpu.iowait.percent', 0.071, 7.0),
+    ('cpu.frequency', 2400.7, 2400.0), ('cpu.user.time', 12345, 12345.0),
+    ('custom.load', 0.29, 0.29)])
+def test_metrics_are_read_as_nova_s_monitor_metric_list_from_json_reads_them(
+        name, stored, seen):
+    """As nova.objects.monitor_metric.MonitorMetricList.from_json: the five
+    percentages times 100, Nova's metric values as integers; names Nova does not
+    know as given."""
+    assert metric_as_nova_reads_it(name, stored) == seen
+
+
+def test_a_hosts_file_written_from_compute_nodes_metrics_weighs_as_nova(tmp_path):
+    """The column verbatim (a list) or as name -> stored value: either weighs as
+    Nova's MetricsWeigher._weigh_object weighs MonitorMetricList.from_json's list."""
+    as_list = parse_metrics(COMPUTE_NODES_METRICS)
+    as_mapping = parse_metrics({'cpu.percent': 0.29, 'cpu.frequency': 2400})
+    assert as_list == as_mapping == {'cpu.percent': 28.0, 'cpu.frequency': 2400.0}
+    weigher = configured()
+    assert weigher._weigh_object(make_host('h', metrics=as_list), make_spec()) == \
+        2400.0 - 28.0 * 100
+
+
+@pytest.mark.parametrize(('value', 'error'), [
+    ('high', 'metrics must be a mapping or a list'),
+    ([{'value': 1}], 'metrics items must be mappings with a name'),
+    ([{'name': 'cpu.percent', 'value': 'x'}], 'metrics.cpu.percent must be a finite number'),
+    ({'cpu.percent': float('nan')}, 'metrics.cpu.percent must be a finite number'),
+    ({'cpu.percent': True}, 'metrics.cpu.percent must be a finite number')])
+def test_malformed_metrics_are_refused(value, error):
+    with pytest.raises(ValueError, match=error):
+        parse_metrics(value)
 
 
 # Missing metrics, not required ----------------------------------------------------------
