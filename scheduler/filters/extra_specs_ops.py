@@ -17,7 +17,8 @@ anything else           the whole requirement, as written, equals the value
 ======================  ============================================================
 
 Only the first operand counts for the single-operand operators (``">= 4 8"`` is
-``">= 4"``). Numbers are read as Python floats read them.
+``">= 4"``). Numbers are read as Python floats read them, ``nan`` and ``inf``
+included, as in Nova.
 
 Where Nova raises (a non-number under a numeric operator, ``<or>`` with nothing
 after it), a requirement here simply is not met, and :attr:`Requirement.problem`
@@ -25,7 +26,6 @@ says why, so a filter can tell the user that no host could ever satisfy it.
 """
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,10 +112,10 @@ def match(value: str | None, req: str | Requirement) -> bool:
 
 
 def _number(text: str) -> float | None:
+    # NaN is a number, as Nova's float() reads it: no comparison with it holds
+    # but !=, so "!= nan" is met by every number (nova.scheduler.filters.
+    # extra_specs_ops.match).
     try:
-        number = float(text)
+        return float(text)
     except ValueError:
         return None
-    # float() accepts "nan"; no comparison with NaN holds except !=, which
-    # would make "!= nan" pass everything: treat it as not a number.
-    return None if math.isnan(number) else number

@@ -50,7 +50,10 @@ MATCHES = {
     'surrounding whitespace is ignored by operators': ('5', '  >=   4 ', True),
     'a non-number never meets a numeric operator': ('abc', '= 1', False),
     'a non-number operand is met by nothing': ('1', '>= abc', False),
-    'nan is not a number, even for !=': ('nan', '!= 1', False),
+    'nan is a number: != holds': ('nan', '!= 1', True),
+    '!= nan holds for every number': ('5', '!= nan', True),
+    'nan meets no other comparison': ('nan', '>= nan', False),
+    'inf is a number': ('inf', '>= 1e308', True),
     'an operator without operand is met by nothing': ('1', '=', False),
     '<or> without alternatives is met by nothing': ('x', '<or>', False),
     'no value meets an operator': (None, '= 1', False),
@@ -61,6 +64,16 @@ MATCHES = {
 @pytest.mark.parametrize(('value', 'req', 'expected'), MATCHES.values(), ids=MATCHES.keys())
 def test_match(value, req, expected):
     assert match(value, req) is expected
+
+
+@pytest.mark.parametrize(('value', 'req', 'expected'), [
+    ('nan', '!= 1', True), ('5', '!= nan', True), ('NaN', '== nan', False),
+    ('nan', '= -inf', False), ('7', '<= inf', True)])
+def test_nan_and_inf_are_numbers_as_in_nova_s_extra_specs_ops_match(value, req, expected):
+    """As nova.scheduler.filters.extra_specs_ops.match, which reads both sides with
+    float(): nan meets only !=, inf compares as infinity; neither is a problem."""
+    assert match(value, req) is expected
+    assert parse(req).problem is None
 
 
 def test_a_parsed_requirement_matches_like_its_text():
