@@ -24,6 +24,9 @@ SCOPE = 'capabilities'
 #: Nova checks this flavor extra spec as ``capabilities:cpu_info:maxphysaddr:bits >= N``.
 MAXPHYSADDR_BITS = 'hw:maxphysaddr_bits'
 MAXPHYSADDR_PATH = ('cpu_info', 'maxphysaddr', 'bits')
+#: The extra spec ``hw:maxphysaddr_bits`` stands for; Nova overwrites it with
+#: ``>= <bits>`` when both are set, so the flavor's own value of it is not checked.
+MAXPHYSADDR_CAPABILITY = 'capabilities:cpu_info:maxphysaddr:bits'
 
 
 def capability_path(key: str, host_state: HostState) -> tuple[str, ...] | None:
@@ -84,7 +87,10 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
     RUN_ON_REBUILD = False
 
     def filter_result(self, host_state: HostState, spec_obj: RequestSpec) -> FilterResult:
-        for key, raw in (spec_obj.flavor.extra_specs or {}).items():
+        extra_specs = spec_obj.flavor.extra_specs or {}
+        for key, raw in extra_specs.items():
+            if key == MAXPHYSADDR_CAPABILITY and MAXPHYSADDR_BITS in extra_specs:
+                continue  # replaced by hw:maxphysaddr_bits, as Nova's _satisfies_extra_specs
             path = capability_path(key, host_state)
             if path is None:
                 continue

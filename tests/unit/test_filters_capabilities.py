@@ -127,6 +127,17 @@ def test_cpu_info_held_as_a_json_string_is_walked_as_nova_does():
     assert verdict(ComputeCapabilitiesFilter(), host, spec) == (True, None)
 
 
+@pytest.mark.parametrize(('own', 'bits', 'passed'), [
+    ('abc', '46', True), ('>= 64', '40', True), ('s== 1', '46', True), ('== 46', '48', False)])
+def test_hw_maxphysaddr_bits_replaces_the_capability_it_stands_for(own, bits, passed):
+    """As Nova's ComputeCapabilitiesFilter._satisfies_extra_specs, which overwrites
+    capabilities:cpu_info:maxphysaddr:bits with '>= ' + hw:maxphysaddr_bits: the
+    flavor's own value of that capability is never checked."""
+    spec = flavor_spec({'capabilities:cpu_info:maxphysaddr:bits': own,
+                        'hw:maxphysaddr_bits': bits})
+    assert verdict(ComputeCapabilitiesFilter(), described_host(), spec)[0] is passed
+
+
 def test_long_extra_specs_are_shortened_in_the_reason():
     spec = flavor_spec({'capabilities:cpu_info:vendor': 'x' * 500})
     passed, reason = verdict(ComputeCapabilitiesFilter(), described_host(), spec)
