@@ -10,7 +10,10 @@ database. This module reads exactly these columns of the rows not deleted:
 configured cell, every ``sync_interval`` seconds, on its own thread
 (:class:`CellDatabaseSync`, shaped like the compute API sync), and, for a request
 that asks for NUMA or PCI, its candidates' rows just before it is decided
-(``max_age``), as nova-scheduler reads its candidates' compute nodes per request.
+(``max_age``), as nova-scheduler reads its candidates' compute nodes per request;
+the rows of a compute node no read has seen yet, by uuid (a provider in
+Placement's answer) or by service host and node name (a requested destination),
+before a request would go without it.
 
 Never a write: every connection is made read-only before it is used
 (``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
@@ -173,6 +176,21 @@ class CellDatabaseReader(ReadOnlyDatabase):
             rows = connection.execute(statement, {'uuids': list(provider_uuids)}).all()
         return parse_rows(rows, self.cell_uuid)
 
+    def read_named(self, host: str | None, node: str | None
+                   ) -> tuple[list[ComputeNodeData], list[str]]:
+        """:meth:`read`, for the compute nodes on service ``host`` named ``node`` (None:
+        any; at least one of them given), compared as Nova compares them: exactly
+        (bound parameters)."""
+        if not host and not node:
+            raise ValueError('a host or a node name is needed')
+        sqlalchemy = sqlalchemy_module(self._option)
+        conditions = {'host': host, 'hypervisor_hostname': node}
+        named = {column: value for column, value in conditions.items() if value}
+        statement = QUERY + ''.join(f' AND {column} = :{column}' for column in named)
+        with self.connect() as connection:
+            rows = connection.execute(sqlalchemy.text(statement), named).all()
+        return parse_rows(rows, self.cell_uuid)
+
 
 class CellDatabaseSync(PeriodicSync):
     """Reads every cell every ``interval`` seconds on a thread and applies the union
@@ -273,6 +291,21 @@ class CellDatabaseSync(PeriodicSync):
         self._read_nodes({r.label: list(provider_uuids) for r in self._readers},
                          'compute nodes no source knew')
 
+    def look_up_names(self, host: str | None, node: str | None) -> None:
+        """Read the compute nodes on service ``host`` named ``node`` (None: any) from
+        every cell now (DestinationSource: a requested destination no source knew);
+        a cell that cannot be read is logged and skipped, its last good data stays."""
+        for reader in self._readers:
+            started = self._clock()
+            try:
+                nodes, problems = reader.read_named(host, node)
+            except CellDatabaseError as e:
+                LOG.warning('cell database %s: read of the requested host %s node %s failed '
+                            '(deciding with what was last read): %s', reader.label, host, node,
+                            e)
+                continue
+            self._add_read(reader, started, nodes, problems)
+
     def _read_nodes(self, uuids_by_reader: dict[str, list[str]], what: str) -> None:
         for reader in self._readers:
             uuids = uuids_by_reader.get(reader.label)
@@ -285,17 +318,22 @@ class CellDatabaseSync(PeriodicSync):
                 LOG.warning('cell database %s: read of %d %s failed (deciding with what was '
                             'last read): %s', reader.label, len(uuids), what, e)
                 continue
-            for problem in problems[:_MAX_ROW_WARNINGS]:
-                LOG.warning('cell database %s: %s; that field is ignored', reader.label,
-                            problem)
-            with self._apply_lock:
-                newer = [n for n in nodes
-                         if self._read_at.get(n.provider_uuid, (started, ''))[0] <= started]
-                for node in newer:
-                    self._read_at[node.provider_uuid] = (started, reader.label)
-                self._nodes.setdefault(reader.label, {}).update(
-                    (n.provider_uuid, n) for n in newer)
-                self._catalog.add_cell_db_nodes(newer)
+            self._add_read(reader, started, nodes, problems)
+
+    def _add_read(self, reader: CellDatabaseReader, started: float,
+                  nodes: Sequence[ComputeNodeData], problems: Sequence[str]) -> None:
+        """Add the rows of a read of some nodes that began at ``started`` to the
+        catalog, except those a read begun later already gave."""
+        for problem in problems[:_MAX_ROW_WARNINGS]:
+            LOG.warning('cell database %s: %s; that field is ignored', reader.label, problem)
+        with self._apply_lock:
+            newer = [n for n in nodes
+                     if self._read_at.get(n.provider_uuid, (started, ''))[0] <= started]
+            for node in newer:
+                self._read_at[node.provider_uuid] = (started, reader.label)
+            self._nodes.setdefault(reader.label, {}).update(
+                (n.provider_uuid, n) for n in newer)
+            self._catalog.add_cell_db_nodes(newer)
 
     def stop(self, timeout: float | None = None) -> None:
         super().stop(timeout)

@@ -114,6 +114,19 @@ class NovaComputeReader:
         [info] = nova_api.parse_hypervisors({'hypervisors': [hypervisor]})
         return info
 
+    def read_hypervisors_matching(self, pattern: str) -> list[HypervisorInfo]:
+        """``GET /os-hypervisors/detail?hypervisor_hostname_pattern=…``: the compute
+        nodes whose name contains ``pattern`` (Nova's LIKE; not paged, Nova refuses
+        paging with a pattern), none when the compute API has none (its 404)."""
+        try:
+            body = self._get('/os-hypervisors/detail',
+                             {'hypervisor_hostname_pattern': pattern})
+        except NovaApiError as e:
+            if e.status_code == 404:
+                return []
+            raise
+        return nova_api.parse_hypervisors(body)
+
     def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
         try:
             response = self._adapter.get(
@@ -235,6 +248,31 @@ class NovaSync(PeriodicSync):
             if info is not None:
                 found.append(info)
         self._catalog.add_hypervisors(found)
+
+
+    def look_up_names(self, host: str | None, node: str | None) -> None:
+        """The compute API's word on the nodes on service ``host`` named ``node``
+        (None: any), no sync has seen yet (DestinationSource): one
+        ``GET /os-hypervisors/detail`` by name pattern, the node's name, else the
+        host's (libvirt's node is the host's FQDN; most other drivers name the node
+        after the host), kept when the names match exactly (the host without
+        regard to case, as Nova matches forced hosts). A node whose name does not
+        contain its host's is found by host alone only in the cell databases, or
+        by the next sync. Failures are logged, never raised."""
+        pattern = node or host
+        if not pattern:
+            return
+        try:
+            hypervisors = self._reader.read_hypervisors_matching(pattern)
+        except NovaApiError as e:
+            LOG.warning('compute API look-up of the requested host %s node %s failed: %s',
+                        host, node, e)
+            return
+        wanted_host = host.lower() if host else None
+        self._catalog.add_hypervisors(
+            h for h in hypervisors
+            if (node is None or h.nodename == node)
+            and (wanted_host is None or h.service_host.lower() == wanted_host))
 
 
 def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync | None:
