@@ -35,6 +35,7 @@ from oslo_config import cfg
 from placement_client.api import PlacementAPI
 from scheduler import exceptions as exc
 from scheduler import explain, metrics
+from scheduler.catalog.destinations import DestinationLookup
 from scheduler.catalog.resolver import HostResolver
 from scheduler.context import RequestContext
 from scheduler.exceptions import FilterError, WeigherError
@@ -76,7 +77,8 @@ class SchedulerManager:
                  refresh_service_states: Callable[[], None] | None = None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None,
                  provider_view: ProviderView | None = None,
-                 spread: Spread | None = None):
+                 spread: Spread | None = None,
+                 destinations: DestinationLookup | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -101,7 +103,10 @@ class SchedulerManager:
         self.provider_view = provider_view
 
         # The stages.
-        self.query = PlacementQuery(conf, placement, catalog, self.reuse, provider_view)
+        # Without destinations (tests, explain): a requested host the catalog does
+        # not know is refused, as before the host sources could be asked.
+        self.query = PlacementQuery(conf, placement, catalog, self.reuse, provider_view,
+                                    destinations)
         self.hosts = HostBuilder(
             conf, placement, catalog,
             # Without one (tests, explain): provider names stand in for unknown hosts.
@@ -112,7 +117,8 @@ class SchedulerManager:
             # ask: Nova reads its services table and its candidates' compute
             # nodes per request.
             refresh_service_states=refresh_service_states or (lambda: None),
-            refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None))
+            refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None),
+            look_up_destination=self.query.look_up_destination)
         # Which near-best hosts this worker tries first, and its claims in flight.
         self.ranking = Ranking(conf, filters, weighers, self.rng, spread)
         self.claiming = Claiming(

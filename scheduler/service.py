@@ -14,6 +14,7 @@ from scheduler import exceptions as exc
 from scheduler import metrics, metrics_server, notifications, plugins
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import cell_db_sync_from_conf
+from scheduler.catalog.destinations import DestinationLookup, DestinationSource
 from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.placement_db import provider_view_from_conf
@@ -57,6 +58,17 @@ def host_resolver(conf: cfg.ConfigOpts, catalog: HostCatalog, *sources: HostLook
                         retry_after=conf.scheduler.unresolved_hosts_retry)
 
 
+def destination_lookup(conf: cfg.ConfigOpts, catalog: HostCatalog,
+                       *sources: DestinationSource | None) -> DestinationLookup | None:
+    """Requested hosts and nodes the catalog does not know, looked up in ``sources``
+    (None without any: they are refused at once, as before)."""
+    configured = [s for s in sources if s is not None]
+    if not configured:
+        return None
+    return DestinationLookup(lambda host, node: bool(catalog.find_nodes(host, node)),
+                             configured, retry_after=conf.scheduler.unresolved_hosts_retry)
+
+
 class SchedulerService:
     """Builds the worker from configuration; fails fast on configuration errors.
 
@@ -96,6 +108,9 @@ class SchedulerService:
                                         filters=filters, weighers=weighers,
                                         request_filters=request_filters, cleanups=self.cleanups,
                                         resolver=self.resolver,
+                                        destinations=destination_lookup(
+                                            conf, self.catalog, self.cell_db_sync,
+                                            self.nova_sync),
                                         request_filter_sources=filter_sources,
                                         refresh_service_states=(
                                             self.nova_sync.fresh_service_states

@@ -201,7 +201,9 @@ service_opts = [
     cfg.FloatOpt('unresolved_hosts_retry', default=10.0, min=0.0,
                  help='Seconds before a root provider no source knew is looked up again '
                       '(providers left behind by deleted computes would otherwise cost a '
-                      'look-up on every request).'),
+                      'look-up on every request); likewise a requested or forced host or '
+                      'node that neither the hosts file, Placement, the compute API nor the '
+                      'cell databases knew.'),
     cfg.ListOpt('request_filters',
                 default=DEFAULT_REQUEST_FILTERS,
                 help='Request filters run, in this order, on every request before Placement '

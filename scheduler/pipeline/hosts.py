@@ -12,7 +12,7 @@ apply before any filter runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from oslo_config import cfg
 
@@ -46,18 +46,22 @@ _MAX_SINGLE_LOOKUPS = 20
 _MAX_REBUILD_NAMES = 10
 
 FindRoots = Callable[[RequestContext, str | None, str | None], dict[str, str]]
+LookUpDestination = Callable[[str | None, str | None], bool]
 
 
 class HostBuilder:
     def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData, *,
                  resolver: HostResolver, find_roots: FindRoots,
                  refresh_service_states: Callable[[], None],
-                 refresh_compute_nodes: Callable[[Iterable[str]], None]):
+                 refresh_compute_nodes: Callable[[Iterable[str]], None],
+                 look_up_destination: LookUpDestination | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
         self.resolver = resolver
         self.find_roots = find_roots
+        # A named host the catalog does not know, asked of the host sources once.
+        self.look_up_destination = look_up_destination or (lambda host, node: False)
         self.refresh_service_states = refresh_service_states
         self.refresh_compute_nodes = refresh_compute_nodes
 
@@ -155,6 +159,14 @@ class HostBuilder:
         names = {p.uuid: p.name for p in providers if p.uuid == p.root_provider_uuid}
         self.catalog.remember_provider_names(names)
 
+    def _rebuild_roots(self, context: RequestContext, hosts: Sequence[str | None],
+                       nodes: Sequence[str | None]) -> dict[str, str]:
+        roots: dict[str, str] = {}
+        for host in hosts:
+            for node in nodes:
+                roots.update(self.find_roots(context, host, node))
+        return roots
+
     def _rebuild_host_states(self, context: RequestContext,
                              spec: RequestSpec) -> list[HostState]:
         dest = spec.requested_destination
@@ -168,15 +180,22 @@ class HostBuilder:
         if max(len(hosts), 1) * max(len(nodes), 1) > _MAX_REBUILD_NAMES:
             raise exc.InvalidInput(reason=f'a rebuild check may name at most '
                                           f'{_MAX_REBUILD_NAMES} host/node combinations')
-        roots: dict[str, str] = {}
         # None: any host (node), when only nodes (hosts) are named.
         anything: list[str | None] = [None]
-        for host in hosts or anything:
-            for node in nodes or anything:
-                roots.update(self.find_roots(context, host, node))
+        roots = self._rebuild_roots(context, hosts or anything, nodes or anything)
+        first = ((hosts or anything)[0], (nodes or anything)[0])
+        if (not roots and not self.catalog.find_nodes(*first)
+                and self.look_up_destination(*first)):
+            # Registered after the last sync; one look-up per request: Nova's
+            # conductor names one host and one node.
+            roots = self._rebuild_roots(context, hosts or anything, nodes or anything)
         if not roots:
             raise exc.NoValidHost(reason=f'No such host - host: {",".join(hosts) or None} '
                                          f'node: {",".join(nodes) or None} ')
+        # Found in Placement by node name but unknown to the catalog: its service host
+        # is looked up as for candidates (the force_hosts restriction reads it). One
+        # still unknown is judged under its provider name, as before.
+        self.resolver.resolve(roots)
         if uses_compute_node_details(spec):
             self.refresh_compute_nodes(roots)
         states = []

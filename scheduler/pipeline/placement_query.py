@@ -1,8 +1,10 @@
 """Stage ``placement_query``: from a spec to Placement's allocation candidates.
 
-The requested (or forced) destination becomes ``in_tree``; the spec is
-translated into ``GET /allocation_candidates`` (:mod:`scheduler.request.translate`);
-with ``[scheduler] provider_view``, a query the view answers exactly is answered
+The requested (or forced) destination becomes ``in_tree`` (a host or node the
+catalog does not know is looked up in the host sources before it is refused:
+:mod:`scheduler.catalog.destinations`); the spec is translated into
+``GET /allocation_candidates`` (:mod:`scheduler.request.translate`); with
+``[scheduler] provider_view``, a query the view answers exactly is answered
 there, with every provider that holds it (:mod:`scheduler.provider_view`), and
 never sent; an answer fetched a moment ago for the same query may be reused
 (:mod:`scheduler.pipeline.candidate_reuse`); Nova's PCPU fallback asks once more with
@@ -21,6 +23,7 @@ from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
 from scheduler import exceptions as exc
 from scheduler import metrics
+from scheduler.catalog.destinations import DestinationLookup
 from scheduler.context import RequestContext
 from scheduler.explain import RequestTrace
 from scheduler.host_state import HostData
@@ -46,12 +49,16 @@ LOG = logging.getLogger(__name__)
 
 class PlacementQuery:
     def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData,
-                 reuse: CandidateReuse, view: ProviderView | None = None):
+                 reuse: CandidateReuse, view: ProviderView | None = None,
+                 destinations: DestinationLookup | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
         self.reuse = reuse
         self.view = view
+        # Requested hosts and nodes the catalog does not know, looked up in the
+        # host sources (None: no source configured, they are refused as before).
+        self.destinations = destinations
 
     def candidates(self, context: RequestContext, spec: RequestSpec, trace: RequestTrace, *,
                    claim: bool, unlimited: bool = False) -> Candidates | Match:
@@ -111,13 +118,22 @@ class PlacementQuery:
         if not host and not node:
             return None, False
         roots = self.find_roots(context, host, node)
-        if not roots:
-            if not self.catalog.find_nodes(host, node):
+        if not roots and not self.catalog.find_nodes(host, node):
+            # A compute that registered after the last sync: nova-scheduler reads
+            # its cell database per request and would place it.
+            if not self.look_up_destination(host, node):
                 raise exc.NoValidHost(reason=f'No such host - host: {host} node: {node} ')
+            roots = self.find_roots(context, host, node)
+        if not roots:
             # Known to the catalog under names Placement does not use: let the
             # candidates and the host restrictions decide.
             return None, True
         return (next(iter(roots)), False) if len(roots) == 1 else (None, True)
+
+    def look_up_destination(self, host: str | None, node: str | None) -> bool:
+        """Whether the host sources, asked now, made the catalog know a compute node
+        on ``host`` named ``node`` (:mod:`scheduler.catalog.destinations`)."""
+        return self.destinations is not None and self.destinations.look_up(host, node)
 
     def find_roots(self, context: RequestContext, host: str | None,
                    node: str | None) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """A compute that registered after the last sync is scheduled under its service host and
-cell at once; a provider no host source knows is never answered under a guessed name.
+cell at once, also when the caller names it; a provider no host source knows is never
+answered under a guessed name.
 
 Real Placement, the real service on both transports, a (fake, real-HTTP) compute API
 and real cell databases (MariaDB and PostgreSQL). Every periodic sync is an hour apart,
@@ -10,13 +11,14 @@ from __future__ import annotations
 import pytest
 
 from scheduler.exceptions import NoValidHost
+from scheduler.objects.spec import Destination
 from scheduler.rpc.client import SchedulerClient
 from scheduler.service import SchedulerService
-from tests.builders import first_choice
+from tests.builders import boot_spec, first_choice
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.cell_databases import ComputeNodeRow
 from tests.fixtures.fake_nova import FakeNova
-from tests.functional.cloud import add_host
+from tests.functional.cloud import add_host, consumers_with_allocations
 
 OTHER_CELL = 'c0ffee00-0000-4000-8000-00000000ce11'
 
@@ -108,3 +110,60 @@ def test_with_both_sources_a_new_compute_gets_its_cell_from_its_cell_database(
     chosen = first_choice(client)
 
     assert (chosen.service_host, chosen.cell_uuid) == ('node-5', OTHER_CELL)
+
+
+# A destination named by the caller (API 2.74 host/hypervisor_hostname, forced hosts, the
+# target of an evacuation or live migration) that registered after the last sync.
+
+def boot_on(host: str | None = None, node: str | None = None):
+    return boot_spec(requested_destination=Destination(host=host, node=node))
+
+
+@pytest.mark.parametrize('host, node', [('node-3', None), ('node-3', 'node-3.example.org'),
+                                        (None, 'node-3.example.org')])
+def test_a_requested_compute_read_from_its_cell_database_is_placed(
+        placement_client, cell_db, start, host, node):
+    service, client = start(cells=[f'{OTHER_CELL}={cell_db.reader_url}'])
+    add_host(placement_client, 'cn-old')
+    new = add_host(placement_client, 'node-3.example.org')
+    cell_db.insert([ComputeNodeRow(uuid=new, nodename='node-3.example.org', host='node-3')])
+    assert service.catalog.find_nodes('node-3', None) == []   # no sync has seen it
+
+    chosen = first_choice(client, boot_on(host, node))
+
+    assert (chosen.service_host, chosen.nodename, chosen.cell_uuid) == (
+        'node-3', 'node-3.example.org', OTHER_CELL)
+    assert len(consumers_with_allocations(placement_client, [new])) == 1   # claimed there
+
+
+def test_a_requested_host_the_compute_api_lists_is_placed_after_one_search(
+        placement_client, fake_nova, start):
+    service, client = start(nova=fake_nova)
+    new = add_host(placement_client, 'node-4.example.org')
+    fake_nova.hypervisors = [samples.hypervisor(new, 'node-4.example.org', 'node-4')]
+
+    chosen = first_choice(client, boot_on('node-4'))
+
+    assert (chosen.service_host, chosen.nodename) == ('node-4', 'node-4.example.org')
+    assert fake_nova.searches == ['node-4']
+    assert fake_nova.requests.count('/v2.1/os-hypervisors/detail') == 2  # start-up sync + 1
+
+
+def test_a_requested_host_no_source_knows_gets_the_reason_it_got_without_sources(
+        placement_client, fake_nova, cell_db, start):
+    _, without_sources = start()
+    _, with_sources = start(nova=fake_nova, cells=[f'{OTHER_CELL}={cell_db.reader_url}'])
+    new = add_host(placement_client, 'node-5.example.org')
+    fake_nova.hypervisors = [samples.hypervisor(new, 'node-5.example.org', 'node-5')]
+    cell_db.insert([ComputeNodeRow(uuid=new, nodename='node-5.example.org', host='node-5')])
+
+    reasons = []
+    for client in (without_sources, with_sources, with_sources):
+        with pytest.raises(NoValidHost) as failure:
+            first_choice(client, boot_on('nowhere'))
+        reasons.append(str(failure.value))
+
+    assert reasons == [reasons[0]] * 3
+    assert 'No such host - host: nowhere node: None' in reasons[0]
+    assert 'node-5' not in reasons[0] and new not in reasons[0]
+    assert fake_nova.searches == ['nowhere']   # the second request did not ask again
