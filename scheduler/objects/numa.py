@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.objects.host_fields import Fields, load_json
+from scheduler.objects.host_fields import Fields, cpu_set, load_json
 
 _TOPOLOGY_KEYS = frozenset({'cells', 'cpu_allocation_ratio', 'ram_allocation_ratio'})
 _CELL_KEYS = frozenset({
@@ -58,6 +58,25 @@ class MemoryPages:
 
 
 @dataclass(frozen=True)
+class CpuOrder:
+    """How Nova's scheduler holds a cell's ``pcpuset`` and ``siblings`` (Python sets).
+
+    Nova picks pinned CPUs in the iteration order of those sets, and a set of
+    integers iterates in hash-table order, not sorted ({5, 17} iterates 17, 5): the
+    order follows from the JSON lists nova-compute wrote and how many times Nova
+    has copied the sets since (once when reading the row, once more each time
+    ``numa_usage_from_instance_numa`` rebuilds the cell).
+    """
+
+    pcpuset: tuple[int, ...]
+    siblings: tuple[tuple[int, ...], ...]
+    copies: int = 1
+
+    def copied(self) -> CpuOrder:
+        return dataclasses.replace(self, copies=self.copies + 1)
+
+
+@dataclass(frozen=True)
 class HostNUMACell:
     id: int
     cpuset: frozenset[int] = frozenset()
@@ -73,6 +92,8 @@ class HostNUMACell:
     tunneled: bool = False
     #: The cell's resource provider in Placement, when Placement models NUMA nodes.
     provider_uuid: str | None = None
+    #: The order Nova iterates the CPU sets in (None: sorted, as written by hand).
+    cpu_order: CpuOrder | None = field(default=None, compare=False, repr=False)
 
     @property
     def free_pcpus(self) -> frozenset[int]:
@@ -165,6 +186,8 @@ def _cell(value: Any, where: str, strict: bool) -> HostNUMACell:
             raise n.error('tunneled', f'must be true or false, got {tunneled_value!r}')
         tunneled = tunneled_value
     cell = HostNUMACell(
+        cpu_order=CpuOrder(_listed(f.data.get('pcpuset')),
+                           tuple(_listed(item) for item in f.items('siblings'))),
         id=f.integer('id'), cpuset=f.cpus('cpuset'), pcpuset=f.cpus('pcpuset'),
         memory=f.integer('memory'), cpu_usage=f.integer('cpu_usage', default=0),
         memory_usage=f.integer('memory_usage', default=0), pinned_cpus=f.cpus('pinned_cpus'),
@@ -173,3 +196,12 @@ def _cell(value: Any, where: str, strict: bool) -> HostNUMACell:
     if strict and not cell.pinned_cpus <= cell.pcpuset:
         raise f.error('pinned_cpus', 'must be a subset of pcpuset')
     return cell
+
+
+def _listed(value: Any) -> tuple[int, ...]:
+    """A CPU list in the order written (JSON), or sorted when written another way."""
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    if isinstance(value, str):
+        return tuple(sorted(cpu_set(value, 'cpus')))
+    return ()
