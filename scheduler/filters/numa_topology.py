@@ -142,10 +142,16 @@ class NUMATopologyFilter(BaseCandidateFilter):
                                         numa=NumaCells(frozenset(c.id for c in cells),
                                                        socket_of))
                 pci_check = check_devices
-        with_devices = frozenset(p.numa_node for p in stats.pools if p.numa_node is not None) \
-            if stats is not None and not request.pci else frozenset()
+        pci_counts: dict[int, int] | None = None
+        if stats is not None:
+            # Nova orders host cells by their free devices (the host's pools).
+            pci_counts = {}
+            for pool in stats.pools:
+                if pool.numa_node is not None:
+                    pci_counts[pool.numa_node] = pci_counts.get(pool.numa_node, 0) + pool.count
         fit = fit_instance(host, request.topology, ratios=ratios, pci_check=pci_check,
-                           networks=request.networks, prefer_cells_without_pci=with_devices)
+                           networks=request.networks, pci_counts=pci_counts,
+                           pci_requested=bool(request.pci))
         if not fit.passed:
             return FilterResult.fail(f'the requested NUMA topology '
                                      f'({request.topology.describe()}) does not fit: {fit.reason}')

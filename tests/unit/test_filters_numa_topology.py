@@ -144,13 +144,19 @@ CASES = [
     pytest.param(topology(cell(0, pcpus='4-7', siblings=[[4, 5], [6, 7]], pinned_cpus=[4, 6])),
                  spec(2, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'prefer'}),
                  OK, id='prefer settles for CPUs on different cores'),
-    pytest.param(topology(cell(0, pcpus='4-7', siblings=[[4, 5], [6, 7]])),
+    pytest.param(topology(cell(0, cpus='4-7', pcpus='4-7', siblings=[[4, 5], [6, 7]])),
                  spec(2, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}),
-                 OK, id='isolate: one vCPU per whole free core'),
-    pytest.param(topology(cell(0, pcpus='4-7', siblings=[[4, 5], [6, 7]], pinned_cpus=[5])),
+                 OK, id='isolate (vcpu_pin_set host): one vCPU per whole free core'),
+    pytest.param(topology(cell(0, cpus='4-7', pcpus='4-7', siblings=[[4, 5], [6, 7]],
+                               pinned_cpus=[5])),
                  spec(2, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}),
                  fails("thread policy 'isolate' needs enough free whole cores in a NUMA node",
-                       pinned=2), id='isolate: three free CPUs but one whole core'),
+                       pinned=2), id='isolate (vcpu_pin_set): three free CPUs, one whole core'),
+    pytest.param(topology(cell(0, cpus='0-3', pcpus='4-7', siblings=[[4, 5], [6, 7]])),
+                 spec(2, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate'}),
+                 fails("thread policy 'isolate' cannot be met on a NUMA node with SMT siblings "
+                       "whose dedicated CPUs come from cpu_dedicated_set (Nova bug 1889633)",
+                       pinned=2), id='isolate on SMT with cpu_dedicated_set: Nova refuses it'),
     # Page sizes.
     pytest.param(topology(cell(0, cpus='0-3', mempages=[{'size_kb': 4, 'total': 524288},
                                                          {'size_kb': 2048, 'total': 1024}])),
@@ -343,8 +349,10 @@ def test_each_instance_of_a_request_sees_the_cells_the_earlier_ones_took():
 
 
 def test_isolate_takes_whole_cores_and_pages_are_counted():
+    # A host pinning with vcpu_pin_set (cpuset == pcpuset): Nova's isolate there pins
+    # a core and reserves its siblings.
     host = make_host('cn1', numa_topology=topology(cell(
-        0, pcpus='0-3', siblings=[[0, 1], [2, 3]],
+        0, cpus='0-3', pcpus='0-3', siblings=[[0, 1], [2, 3]],
         mempages=[{'size_kb': 4, 'total': 262144}, {'size_kb': 2048, 'total': 1024}])))
     request = spec(1, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'isolate',
                                'hw:mem_page_size': 'large'})
