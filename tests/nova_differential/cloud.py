@@ -18,6 +18,9 @@ from typing import Any
 
 _NS = uuidlib.UUID('3f7a9c1e-2b4d-4e6f-8a0b-1c2d3e4f5a6b')
 CELL_UUID = '8e1f6a2c-3b4d-4c5e-9f60-718293a4b5c6'
+#: A second cell, for clouds of two cells (a cross-cell move prefers one).
+CELL2_UUID = '9f2a7b3d-4c5e-4d6f-8a71-8293a4b5c6d7'
+CELLS = {CELL_UUID: 'cell1', CELL2_UUID: 'cell2'}
 PROJECTS = ('5b1c2d3e4f5a4b6c8d7e9f0a1b2c3d4e', '6c2d3e4f5a6b4c7d9e8f0a1b2c3d4e5f')
 USER_ID = '7d3e4f5a6b7c4d8e0f9a1b2c3d4e5f60'
 #: Images the isolated-hosts configuration names (``[filter_scheduler] isolated_images``).
@@ -71,6 +74,11 @@ class Pool:
     numa_node: int | None
     count: int
     physical_network: str | None = None
+    #: The PF (or the device) whose functions the pool holds: nova-compute splits
+    #: pools by it (PciDeviceStats._create_pool_keys_from_dev).
+    address: str = '0000:81:00.0'
+    #: SmartNIC (DPU) functions: remote_managed 'true' in the device spec.
+    remote_managed: bool = False
 
 
 @dataclass
@@ -110,6 +118,7 @@ class Host:
     host_ip: str
     #: Instances the compute reports through its casts (uuids of other tenants' guests too).
     instances: list[str]
+    cell: str = CELL_UUID
 
 
 @dataclass
@@ -140,6 +149,10 @@ class Request:
     #: Networks the request's ports are on, with NUMA affinity considered.
     physnets: list[str] = field(default_factory=list)
     tunneled: bool = False
+    #: SR-IOV ports: (physnet, vnic_type, the port's numa_affinity_policy or None)
+    sriov_ports: list[tuple[str, str, str | None]] = field(default_factory=list)
+    #: A cross-cell resize's preferred cell (requested_destination, allow_cross_cell_move).
+    preferred_cell: str | None = None
 
 
 @dataclass
@@ -214,7 +227,9 @@ def _pools(rng: random.Random, cells: list[Cell]) -> list[Pool]:
         for node in rng.sample([c.id for c in cells] + [None], rng.randint(1, 2)):
             physnet = rng.choice(PHYSNETS) if dev_type == 'type-VF' and rng.random() < 0.5 \
                 else None
-            pools.append(Pool(product, dev_type, node, rng.randint(0, 4), physnet))
+            pools.append(Pool(product, dev_type, node, rng.randint(0, 4), physnet,
+                              address=f'0000:{0x81 + len(pools):02x}:00.0',
+                              remote_managed=dev_type == 'type-VF' and rng.random() < 0.1))
     return pools
 
 
@@ -231,6 +246,13 @@ def _guest_specs(rng: random.Random, cells: list[Cell]) -> dict[str, str]:
     return specs
 
 
+def _metrics(rng: random.Random) -> dict[str, float]:
+    # As nova-compute's CPU monitor reports them: percentages as whole numbers,
+    # written to compute_nodes.metrics divided by 100 (MonitorMetric.to_dict).
+    return {m: rng.randint(0, 100) / 100 if m.endswith('percent') else
+            float(rng.randint(800, 3600)) for m in METRIC_NAMES}
+
+
 def draw_host(rng: random.Random, index: int, seed: int) -> Host:
     cells = _cells(rng)
     name = f'host{index:02d}'
@@ -241,13 +263,8 @@ def draw_host(rng: random.Random, index: int, seed: int) -> Host:
     supported = [[arch, hv, 'hvm'] for hv in rng.sample(('qemu', 'kvm'), rng.randint(1, 2))]
     if rng.random() < 0.15:
         supported.append(['x86_64', 'xen', 'xen'])
-    # As nova-compute's CPU monitor reports them: percentages as whole numbers,
-    # written to compute_nodes.metrics divided by 100 (MonitorMetric.to_dict).
-    metrics = {m: rng.randint(0, 100) / 100 if m.endswith('percent') else
-               float(rng.randint(800, 3600)) for m in METRIC_NAMES}
-    if rng.random() < 0.05:
-        # A compute whose monitor is not configured reports none.
-        metrics = {}
+    # A compute whose monitor is not configured reports none.
+    metrics = _metrics(rng) if rng.random() < 0.95 else {}
     others = [uuid_of(seed, name, 'other', i) for i in range(rng.randint(0, 6))]
     local_gb = rng.choice((100, 400, 1000))
     return Host(
@@ -289,7 +306,17 @@ def _aggregates(rng: random.Random, hosts: list[Host], flavor_names: list[str],
                 ('os_distro', ('ubuntu', 'rhel')),
                 ('ram_weight_multiplier', ('2.0', '-1.0')),
                 ('cpu_weight_multiplier', ('0.5',)),
-                ('metrics_weight_multiplier', ('3.0',))):
+                ('metrics_weight_multiplier', ('3.0',)),
+                ('filter_tenant_id_2', PROJECTS[1:]),
+                ('disk_weight_multiplier', ('-1.0',)),
+                ('io_ops_weight_multiplier', ('2.0',)),
+                ('num_instances_weight_multiplier', ('1.0',)),
+                ('hypervisor_version_weight_multiplier', ('-2.0',)),
+                ('pci_weight_multiplier', ('4.0',)),
+                ('soft_affinity_weight_multiplier', ('2.0',)),
+                ('soft_anti_affinity_weight_multiplier', ('0.5',)),
+                ('build_failure_weight_multiplier', ('10.0', 'x')),
+                ('image_props_weight_multiplier', ('1.0',))):
             if rng.random() < 0.2:
                 metadata[key] = rng.choice(values)
         aggregates.append(Aggregate(id=i + 1, uuid=uuid_of(seed, 'agg', i), name=f'agg{i}',
@@ -320,6 +347,10 @@ EXTRA_SPECS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ('aggregate_instance_extra_specs:cpu_count', ('>= 8', '4', '<or> 4 <or> 16')),
     ('aggregate_instance_extra_specs:hw:cpu_policy', ('dedicated',)),
     ('hw:cpu_max_sockets', ('1', '2')),
+    ('hw:cpu_realtime', ('yes',)),
+    ('hw:cpu_realtime_mask', ('^0', '^0-1')),
+    ('hw:cpu_sockets', ('1', '2')),
+    ('hw:cpu_threads', ('2',)),
 )
 IMAGE_PROPERTIES: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ('hw_architecture', ARCHES),
@@ -333,6 +364,9 @@ IMAGE_PROPERTIES: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ('hw_pci_numa_affinity_policy', ('required', 'preferred', 'legacy', 'socket')),
     ('hw_emulator_threads_policy', ('isolate', 'share')),
     ('os_distro', ('ubuntu', 'rhel')),
+    ('hw_cpu_realtime_mask', ('^0',)),
+    ('hw_cpu_max_sockets', (1, 2)),
+    ('hw_cpu_max_threads', (1, 2)),
 )
 
 
@@ -390,12 +424,23 @@ def draw_request(rng: random.Random, hosts: list[Host], seed: int, index: int) -
         image_id=ISOLATED_IMAGE if rng.random() < 0.15 else OTHER_IMAGE,
         image_properties=props, num_instances=count, project_id=rng.choice(PROJECTS),
         hints=hints, group=group, flavor_name=rng.choice(('m1.small', 'm1.large', 'c1.pin')),
-        physnets=[p for p in PHYSNETS if rng.random() < 0.15], tunneled=rng.random() < 0.1)
+        physnets=[p for p in PHYSNETS if rng.random() < 0.15], tunneled=rng.random() < 0.1,
+        sriov_ports=[(rng.choice(PHYSNETS), rng.choice(('direct', 'direct', 'direct-physical',
+                                                        'remote-managed')),
+                      rng.choice((None, None, 'required', 'preferred', 'legacy', 'socket')))
+                     for _ in range(rng.choice((0, 0, 0, 0, 1, 2)))])
 
 
 def draw_case(seed: int, index: int) -> Case:
     rng = random.Random(f'{seed}/{index}')
     hosts = [draw_host(rng, i, seed) for i in range(rng.randint(5, 30))]
+    if rng.random() < 0.8:
+        # Most computes run a CPU monitor; in the other clouds a few report no metrics.
+        for host in hosts:
+            host.metrics = host.metrics or _metrics(rng)
+    if rng.random() < 0.2:
+        for host in hosts:
+            host.cell = rng.choice(list(CELLS))
     if rng.random() < 0.5:
         # Allocation ratios of 1: the free amounts Placement and the compute_nodes row
         # give are then equal, and the whole decision can be compared
@@ -403,8 +448,11 @@ def draw_case(seed: int, index: int) -> Case:
         for host in hosts:
             host.cpu_ratio = host.ram_ratio = host.disk_ratio = 1.0
     aggregates = _aggregates(rng, hosts, ['m1.small', 'm1.large', 'c1.pin'], seed)
-    return Case(seed=seed, index=index, hosts=hosts, aggregates=aggregates,
+    case = Case(seed=seed, index=index, hosts=hosts, aggregates=aggregates,
                 request=draw_request(rng, hosts, seed, index))
+    if len({h.cell for h in hosts}) > 1 and rng.random() < 0.5:
+        case.request.preferred_cell = rng.choice(list(CELLS))
+    return case
 
 
 def redraw_request(case: Case, attempt: int) -> Case:

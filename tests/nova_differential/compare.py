@@ -263,6 +263,7 @@ def shrink(case: cloudmod.Case, name: str, host: str) -> cloudmod.Case:
             trial.request.group = None
         elif attempt == 'physnets':
             trial.request.physnets, trial.request.tunneled = [], False
+            trial.request.sriov_ports = []
         else:
             trial.aggregates = []
         if _still_differs(trial, name, host):
@@ -316,6 +317,8 @@ def describe(case: cloudmod.Case, host: str) -> list[str]:
         lines.append(f'  group: {r.group}')
     if r.physnets or r.tunneled:
         lines.append(f'  networks: physnets {r.physnets}, tunneled {r.tunneled}')
+    if r.sriov_ports:
+        lines.append(f'  SR-IOV ports (physnet, vnic_type, numa policy): {r.sriov_ports}')
     for h in case.hosts:
         if h.name != host:
             continue

@@ -28,7 +28,16 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from tests.nova_differential.cloud import ALIASES, CELL_UUID, USER_ID, Case, Host, Request
+from tests.nova_differential.cloud import (
+    ALIASES,
+    CELL_UUID,
+    CELLS,
+    USER_ID,
+    Case,
+    Host,
+    Request,
+    uuid_of,
+)
 
 #: The scheduler configuration both sides run with (Nova's option names; our
 #: side takes the same values under the same names).
@@ -215,11 +224,16 @@ def _compute_row(host: Host, row_id: int, topology: Any, kept: list[str],
     memory_mb = sum(c.memory for c in host.cells)
     memory_used = used['MEMORY_MB'] + host.reserved_host_memory_mb
     pools = o.PciDevicePoolList(objects=[
+        # As PciDeviceStats.to_device_pools_obj writes them: the pool keys and
+        # device-spec tags beside the fixed fields, remote_managed on network
+        # functions (_ensure_remote_managed_tag).
         o.PciDevicePool(vendor_id='8086', product_id=p.product_id, numa_node=p.numa_node,
                         count=p.count,
-                        tags={'dev_type': p.dev_type,
+                        tags={'dev_type': p.dev_type, 'address': p.address,
                               **({'physical_network': p.physical_network}
-                                 if p.physical_network else {})})
+                                 if p.physical_network else {}),
+                              **({'remote_managed': str(p.remote_managed).lower()}
+                                 if p.dev_type in ('type-VF', 'type-PF') else {})})
         for p in host.pools])
     updates: dict[str, Any] = {
         'stats': {'num_instances': str(host.num_instances),
@@ -289,7 +303,6 @@ def write_cloud(case: Case, now: datetime.datetime) -> WrittenCloud:
 
 # --------------------------------------------------------------------------- requests
 def instance_uuids(case: Case) -> list[str]:
-    from tests.nova_differential.cloud import uuid_of
     return [uuid_of(case.seed, case.index, 'instance', i)
             for i in range(case.request.num_instances)]
 
@@ -312,6 +325,8 @@ def build_request(case: Case) -> dict[str, Any]:
         pci = n.pci_request.get_pci_requests_from_flavor(flavor, affinity_policy=policy)
     except Exception as e:
         raise Refused(f'{type(e).__name__}: {e}') from None
+    for physnet, vnic_type, port_policy in r.sriov_ports:
+        pci.requests.append(_port_request(physnet, vnic_type, port_policy or policy))
     group = None
     if r.group is not None:
         policy_name, members, hosts, max_per_host = r.group
@@ -330,11 +345,37 @@ def build_request(case: Case) -> dict[str, Any]:
         project_id=r.project_id, user_id=USER_ID)
     spec.num_instances = r.num_instances
     spec.is_bfv = False
-    if r.physnets or r.tunneled:
-        spec.network_metadata = n.objects.NetworkMetadata(physnets=set(r.physnets),
+    if r.preferred_cell:
+        # The source cell, preferred, as the conductor's cross-cell resize asks
+        # (MigrationTask._set_requested_destination_cell).
+        spec.requested_destination = n.objects.Destination(
+            cell=n.objects.CellMapping(uuid=r.preferred_cell, name=CELLS[r.preferred_cell],
+                                       transport_url='none:///',
+                                       database_connection='sqlite://', disabled=False),
+            allow_cross_cell_move=True)
+    physnets = set(r.physnets) | {p for p, _, _ in r.sriov_ports}
+    if physnets or r.tunneled:
+        spec.network_metadata = n.objects.NetworkMetadata(physnets=physnets,
                                                           tunneled=r.tunneled)
     primitive = n.obj_base.NovaObjectSerializer().serialize_entity(ctx, spec)
     return n.jsonutils.loads(n.jsonutils.dumps(primitive))
+
+
+def _port_request(physnet: str, vnic_type: str, numa_policy: str | None) -> Any:
+    """The PCI request nova-api makes for an SR-IOV port
+    (``API.create_resource_requests`` in ``nova/network/neutron.py``)."""
+    n = nova()
+    spec = {'physical_network': physnet,
+            'remote_managed': str(vnic_type == 'remote-managed')}
+    dev_type = n.pci_request.DEVICE_TYPE_FOR_VNIC_TYPE.get(vnic_type)
+    if dev_type:
+        spec['dev_type'] = dev_type
+    request = n.objects.InstancePCIRequest(
+        count=1, spec=[spec], request_id=uuid_of('port-request', physnet, vnic_type),
+        requester_id=uuid_of('port', physnet, vnic_type))
+    if numa_policy:
+        request.numa_policy = numa_policy
+    return request
 
 
 def nova_request(primitive: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ from scheduler.exceptions import NoValidHost
 from scheduler.filters.compute import ComputeFilter
 from scheduler.manager import SchedulerManager
 from tests.nova_differential import compute, our_side
-from tests.nova_differential.cloud import CELL_UUID, USER_ID
+from tests.nova_differential.cloud import CELLS, USER_ID
 
 #: A cloud's usual filters: Nova's defaults, the NUMA and PCI filters, and those
 #: most often added (every filter is compared alone at the first level; with
@@ -66,10 +66,10 @@ def _nova_managers(written: compute.WrittenCloud) -> tuple[Any, Any]:
         """Nova's, reading the case's rows where it would read its databases."""
 
         def refresh_cells_caches(self) -> None:
-            cell = o.CellMapping(uuid=CELL_UUID, name='cell1', transport_url='none:///',
-                                 database_connection='sqlite://', disabled=False)
-            self.cells = {CELL_UUID: cell}
-            self.enabled_cells = [cell]
+            self.cells = {u: o.CellMapping(uuid=u, name=name, transport_url='none:///',
+                                           database_connection='sqlite://', disabled=False)
+                          for u, name in CELLS.items()}
+            self.enabled_cells = list(self.cells.values())
             self.host_to_cell_uuid = {}
 
         def _init_aggregates(self) -> None:
@@ -89,12 +89,16 @@ def _nova_managers(written: compute.WrittenCloud) -> tuple[Any, Any]:
         def _get_computes_for_cells(self, context: Any, cells: Any,
                                     compute_uuids: Any) -> tuple[Any, Any]:
             wanted = set(compute_uuids) if compute_uuids is not None else None
-            nodes = [o.ComputeNode._from_db_object(ctx, o.ComputeNode(ctx), dict(h.compute_row))
-                     for h in written.hosts if wanted is None or h.host.uuid in wanted]
+            asked = {c.uuid for c in cells}
+            nodes: dict[str, list[Any]] = collections.defaultdict(list)
+            for h in written.hosts:
+                if h.host.cell in asked and (wanted is None or h.host.uuid in wanted):
+                    nodes[h.host.cell].append(o.ComputeNode._from_db_object(
+                        ctx, o.ComputeNode(ctx), dict(h.compute_row)))
             services = {h.host.name: o.Service._from_db_object(ctx, o.Service(ctx),
                                                                dict(h.service_row))
-                        for h in written.hosts}
-            return collections.defaultdict(list, {CELL_UUID: nodes}), services
+                        for h in written.hosts if h.host.cell in asked}
+            return nodes, services
 
         def get_weighed_hosts(self, hosts: Any, spec_obj: Any) -> Any:
             weighed = super().get_weighed_hosts(hosts, spec_obj)

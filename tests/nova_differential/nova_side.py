@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tests.nova_differential.cloud import CELL_UUID
 from tests.nova_differential.compute import WrittenCloud, context, nova
 
 LOG_RECORDS: list[str] = []
@@ -58,7 +57,7 @@ def host_states(cloud: WrittenCloud, answer: dict[str, Any]) -> list[Any]:
         aggregates = [a for a in cloud.aggregates if h.host.name in a.hosts]
         instances = {u: o.Instance(uuid=u, host=h.host.name, node=h.host.name)
                      for u in h.instances}
-        state = n.host_manager.HostState(h.host.name, h.host.name, CELL_UUID)
+        state = n.host_manager.HostState(h.host.name, h.host.name, h.host.cell)
         state.update(compute, dict(service), aggregates, instances)
         state.allocation_candidates = [copy.deepcopy(candidates[h.host.uuid])]
         states.append(state)

@@ -38,7 +38,7 @@ from scheduler.objects.codec import decode_request_spec
 from scheduler.objects.codec.host_data import decode_aggregates
 from scheduler.objects.spec import RequestSpec
 from scheduler.weights.base import weigh_hosts
-from tests.nova_differential.cloud import CELL_UUID
+from tests.nova_differential.cloud import CELL_UUID, CELLS
 from tests.nova_differential.compute import (
     MICROVERSION,
     WrittenCloud,
@@ -59,11 +59,11 @@ def make_conf(filters: Sequence[str] = (), weighers: Sequence[str] = ()) -> cfg.
     return conf
 
 
-def _hosts_entry(row: dict[str, Any], service: dict[str, Any]) -> dict[str, Any]:
+def _hosts_entry(row: dict[str, Any], service: dict[str, Any], cell: str) -> dict[str, Any]:
     """What a hosts file says of one compute node, copied from its rows."""
     return {
         'nodename': row['hypervisor_hostname'], 'service_host': row['host'],
-        'provider_uuid': row['uuid'], 'cell': CELL_UUID, 'host_ip': row['host_ip'],
+        'provider_uuid': row['uuid'], 'cell': cell, 'host_ip': row['host_ip'],
         'hypervisor_type': row['hypervisor_type'],
         'hypervisor_version': row['hypervisor_version'],
         'cpu_info': json.loads(row['cpu_info']), 'stats': json.loads(row['stats']),
@@ -77,16 +77,21 @@ def _hosts_entry(row: dict[str, Any], service: dict[str, Any]) -> dict[str, Any]
 
 def catalog_for(cloud: WrittenCloud) -> HostCatalog:
     catalog = HostCatalog(default_cell_uuid=CELL_UUID)
-    document = {'cells': [{'uuid': CELL_UUID, 'name': 'cell1'}],
-                'hosts': [_hosts_entry(h.compute_row, h.service_row) for h in cloud.hosts]}
+    document = {'cells': [{'uuid': u, 'name': name} for u, name in CELLS.items()],
+                'hosts': [_hosts_entry(h.compute_row, h.service_row, h.host.cell)
+                          for h in cloud.hosts]}
     catalog.load_content(parse_hosts(document, source='differential',
                                      default_cell_uuid=CELL_UUID), 'differential')
-    nodes, problems = parse_rows([
-        (r['uuid'], r['hypervisor_hostname'], r['host'], r['numa_topology'], r['pci_stats'],
-         r['cpu_allocation_ratio'], r['ram_allocation_ratio'], r['supported_instances'])
-        for r in (h.compute_row for h in cloud.hosts)], CELL_UUID)
-    if problems:
-        raise AssertionError(f'the cell database rows did not parse: {problems}')
+    nodes = []
+    for cell in CELLS:   # one reader per cell database
+        read, problems = parse_rows([
+            (r['uuid'], r['hypervisor_hostname'], r['host'], r['numa_topology'],
+             r['pci_stats'], r['cpu_allocation_ratio'], r['ram_allocation_ratio'],
+             r['supported_instances'])
+            for r in (h.compute_row for h in cloud.hosts if h.host.cell == cell)], cell)
+        if problems:
+            raise AssertionError(f'the cell database rows did not parse: {problems}')
+        nodes.extend(read)
     catalog.apply_cell_db_nodes(nodes)
     n = nova()
     serializer = n.obj_base.NovaObjectSerializer()
