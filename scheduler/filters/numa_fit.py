@@ -244,59 +244,66 @@ def _fit_and_update(host: HostNUMACell, cell: InstanceCell, state: _CellState,
         size = _requested_pages(host, state.pagesize, cell.memory * 1024)
         if size is not None:
             state.pagesize = size
-    got = fit_cell(host, dataclasses.replace(cell, pagesize=state.pagesize), ratios,
-                   reserved=reserved)
-    if isinstance(got, str):
-        return got
-    if cell.pinned:
-        state.pinning, state.reserved = got.pinning, got.reserved
-    return None
+    got, packed = _fit_cell(host, dataclasses.replace(cell, pagesize=state.pagesize), ratios,
+                            reserved=reserved)
+    if packed is not None:
+        # Packing renames and pins the cell even when the overcommit limits then
+        # reject it.
+        state.id, state.pinning, state.reserved = host.id, packed.pairs, packed.reserved
+    return got if isinstance(got, str) else None
 
 
 def fit_cell(host: HostNUMACell, cell: InstanceCell, ratios: Ratios, *,
              reserved: int = 0) -> CellFit | str:
     """How ``cell`` fits ``host``, or why it does not (one of this module's reasons);
     follows ``nova.virt.hardware._numa_fit_instance_cell``."""
+    return _fit_cell(host, cell, ratios, reserved=reserved)[0]
+
+
+def _fit_cell(host: HostNUMACell, cell: InstanceCell, ratios: Ratios, *,
+              reserved: int = 0) -> tuple[CellFit | str, Pinning | None]:
+    """:func:`fit_cell`, and the pinning when packing succeeded (fit or not)."""
     page_size: int | None = None
     memory_kb = cell.memory * 1024
     if cell.pagesize:
         page_size = _requested_pages(host, cell.pagesize, memory_kb)
         if page_size is None:
-            return PAGES
+            return PAGES, None
     elif host.mempages:
         # Shared guests may overcommit the smallest pages (counted against their
         # total); pinned guests, for legacy reasons, only take free ones.
         smallest = host.pages(min(p.size_kb for p in host.mempages))
         assert smallest is not None
         if not _fits_pages(smallest, memory_kb, use_free=cell.pinned):
-            return MEMORY
+            return MEMORY, None
     elif cell.memory > (host.avail_memory if cell.pinned else host.memory):
-        return MEMORY
+        return MEMORY, None
 
     # An instance never overcommits CPUs on its own.
     if cell.pinned and len(cell.pcpuset) + reserved > len(host.pcpuset):
-        return DEDICATED_CPUS
+        return DEDICATED_CPUS, None
     if cell.shared and len(cell.cpuset) > len(host.cpuset):
-        return SHARED_CPUS
+        return SHARED_CPUS, None
 
     pinning = Pinning()
+    packed: Pinning | None = None
     if cell.pinned:
         if len(cell.pcpuset) + reserved > len(host.free_pcpus):
-            return DEDICATED_CPUS
-        packed = pack_pcpus(host, cell.pcpuset, cell.cpu_thread_policy, reserved=reserved)
-        if isinstance(packed, str):
-            return packed
-        pinning = packed
+            return DEDICATED_CPUS, None
+        got = pack_pcpus(host, cell.pcpuset, cell.cpu_thread_policy, reserved=reserved)
+        if isinstance(got, str):
+            return got, None
+        pinning = packed = got
 
     if cell.shared:
         if ratios.cpu is not None and \
                 host.cpu_usage + len(cell.cpuset) > len(host.cpuset) * ratios.cpu:
-            return CPU_LIMIT
+            return CPU_LIMIT, packed
         if ratios.ram is not None and \
                 host.memory_usage + cell.memory > host.memory * ratios.ram:
-            return RAM_LIMIT
+            return RAM_LIMIT, packed
     return CellFit(cell, host.id, pinning.pairs, pinning.reserved,
-                   page_size if cell.pagesize else None)
+                   page_size if cell.pagesize else None), packed
 
 
 def pack_pcpus(host: HostNUMACell, vcpus: Iterable[int], thread_policy: str | None, *,

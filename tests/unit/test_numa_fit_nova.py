@@ -307,3 +307,35 @@ def test_usage_of_isolate_pins_the_siblings_and_the_emulator_threads_cpu():
 def test_a_failed_fit_adds_no_usage():
     topology = host(hcell(0, cpus=[0]))
     assert apply_fit(topology, NumaFit(None, 'no')) is topology
+
+
+def test_fit_caches_keyed_by_instance_cell_ids_that_fits_rewrite_as_in_nova():
+    """Follows numa_fit_instance_to_host's fit_cache / not_fit_cache: keyed by
+    (host cell id, instance cell id), while a fit sets the instance cell's id to the
+    host cell's. Once instance cell 1 has fitted host cell 2 it answers for cell 2's
+    key, so Nova 34 takes cell 2 (three vCPUs) as fitting a two-CPU host cell."""
+    topology = host(*(hcell(i, cpus=[2 * i, 2 * i + 1]) for i in range(3)))
+    request = InstanceTopology((shared(0, [0], memory=512), shared(1, [1], memory=512),
+                                shared(2, [10, 11, 12], memory=512)))
+
+    fit = fit_instance(topology, request, ratios=RATIOS)
+
+    assert [c.host_cell_id for c in fit.cells] == [1, 2, 0]
+
+
+def test_packing_renames_the_instance_cell_even_when_the_limits_then_reject_it():
+    """Follows _numa_fit_instance_cell/_pack_instance_onto_cores: a mixed cell is packed
+    (its id set to the host cell's) before the overcommit limits are checked. Instance
+    cell 1, rejected by host cell 0's CPU limit, answers for cell 0's key from then
+    on, and Nova 34 places it on cell 2, which has no shared CPU at all."""
+    topology = host(hcell(0, cpus=[0, 1], cpu_usage=2, memory=1024),
+                    hcell(1, pcpus=[2, 3], pinned_cpus=[2], memory=2048),
+                    hcell(2, pcpus=[4, 5], memory=1024),
+                    hcell(3, pcpus=[6, 7], pinned_cpus=[6], memory=8192))
+    request = InstanceTopology((
+        InstanceCell(0, pcpuset=frozenset({0}), memory=128, cpu_policy='mixed'),
+        InstanceCell(1, cpuset=frozenset({1}), memory=128, cpu_policy='mixed')))
+
+    fit = fit_instance(topology, request, ratios=Ratios(cpu=1.0, ram=1.5))
+
+    assert [(c.host_cell_id, c.pinning) for c in fit.cells] == [(3, ((0, 7),)), (2, ())]
