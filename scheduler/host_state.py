@@ -60,6 +60,10 @@ class HostRecord(_WeaklyReferable):
     hypervisor_version: int | None = None
     cpu_info: dict[str, Any] = field(default_factory=dict)
     supported_instances: list[tuple[str, str, str]] = field(default_factory=list)
+    #: A source stated the list, even an empty one (a compute that supports no
+    #: instance type, e.g. an ironic node without cpu_arch): empty then means
+    #: "none", not "not known".
+    supported_instances_reported: bool = False
     stats: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     # Cell database or hosts file (doc/host-data.md); None: no source has them.

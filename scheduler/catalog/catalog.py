@@ -589,6 +589,7 @@ class HostCatalog:
                 changes['cell_uuid'] = node.cell_uuid
             if node.supported_instances is not None:
                 changes['supported_instances'] = list(node.supported_instances)
+                changes['supported_instances_reported'] = True
             if node.numa_topology is not None:
                 changes['numa_topology'] = node.numa_topology
             if node.pci_stats is not None:

@@ -233,6 +233,10 @@ class ImagePropertiesFilter(BaseHostFilter):
     def _check_instance_type(self, host_state: HostState, wanted: Triple) -> FilterResult:
         supported = host_state.supported_instances
         if not supported:
+            if host_state.record.supported_instances_reported:
+                # Nova's _instance_supported: a host that advertises no instance
+                # type supports none of those asked for.
+                return FilterResult.fail('host supports no instance types (image properties)')
             self._unchecked(host_state, 'supported_instances',
                             'image architecture, hypervisor type and VM mode')
             return FilterResult.ok()

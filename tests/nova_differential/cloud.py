@@ -263,6 +263,9 @@ def draw_host(rng: random.Random, index: int, seed: int) -> Host:
     supported = [[arch, hv, 'hvm'] for hv in rng.sample(('qemu', 'kvm'), rng.randint(1, 2))]
     if rng.random() < 0.15:
         supported.append(['x86_64', 'xen', 'xen'])
+    if rng.random() < 0.03:
+        # A compute that advertises no instance type (an ironic node without cpu_arch).
+        supported = []
     # A compute whose monitor is not configured reports none.
     metrics = _metrics(rng) if rng.random() < 0.95 else {}
     others = [uuid_of(seed, name, 'other', i) for i in range(rng.randint(0, 6))]

@@ -1,9 +1,10 @@
 """The whole decision: Nova's ``SchedulerManager._schedule`` against this service's
 ``select_destinations``, for the same Placement answer and hosts.
 
-Both sides run every filter and every weigher, ``host_subset_size = 1``, no
-shuffling, ``max_attempts = 3``, and claim every instance (Placement accepts
-each claim). Nova's side is its manager and host manager, unmodified, with the
+Both sides run a cloud's usual filters (:data:`FILTERS`) and every weigher,
+``host_subset_size = 1``, no shuffling, ``max_attempts = 3``, and claim every
+instance; a claim is accepted while the provider has room, as Placement does
+(:class:`Ledger`). Nova's side is its manager and host manager, unmodified, with the
 database reads replaced by the case's rows: the cell list, the aggregates and
 the instance lists it loads at start-up, and the one per-request read of the
 compute nodes and services (``HostManager._get_computes_for_cells``). Nova's
@@ -23,6 +24,7 @@ from typing import Any
 
 import requests
 
+from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, Candidates, ConsumerAllocations
 from scheduler import plugins
 from scheduler.context import RequestContext
@@ -52,8 +54,27 @@ class Decisions:
     weights: list[dict[str, float]] = field(default_factory=list)
 
 
+class Ledger:
+    """What Placement decides of a claim: it fits the provider's capacity (from the
+    answer's summaries) after the claims before it, or it is refused (409)."""
+
+    def __init__(self, answer: dict[str, Any]):
+        self._free = {rp: {rc: usage['capacity'] - usage['used']
+                           for rc, usage in summary['resources'].items()}
+                      for rp, summary in answer['provider_summaries'].items()}
+
+    def claim(self, allocations: dict[str, dict[str, int]]) -> bool:
+        if any(amount > self._free.get(rp, {}).get(rc, 0)
+               for rp, resources in allocations.items() for rc, amount in resources.items()):
+            return False
+        for rp, resources in allocations.items():
+            for rc, amount in resources.items():
+                self._free[rp][rc] -= amount
+        return True
+
+
 # ------------------------------------------------------------------------------ Nova
-def _nova_managers(written: compute.WrittenCloud) -> tuple[Any, Any]:
+def _nova_managers(written: compute.WrittenCloud, answer: dict[str, Any]) -> tuple[Any, Any]:
     n = compute.nova()
     o = n.objects
     ctx = compute.context()
@@ -105,9 +126,15 @@ def _nova_managers(written: compute.WrittenCloud) -> tuple[Any, Any]:
             recorded.append({w.obj.host: float(w.weight) for w in weighed})
             return weighed
 
+    ledger = Ledger(answer)
+
     class Claims:
-        def claim_resources(self, *args: Any, **kwargs: Any) -> bool:
-            return True  # PUT /allocations/{consumer} -> 204
+        """The report client's claim: 204 when Placement has room, else 409 (False)."""
+
+        def claim_resources(self, context: Any, consumer_uuid: str,
+                            alloc_request: dict[str, Any], *args: Any, **kwargs: Any) -> bool:
+            return ledger.claim({rp: a['resources']
+                                 for rp, a in alloc_request['allocations'].items()})
 
         def delete_allocation_for_instance(self, *args: Any, **kwargs: Any) -> bool:
             return True
@@ -125,7 +152,7 @@ def _nova_managers(written: compute.WrittenCloud) -> tuple[Any, Any]:
 def nova_decision(written: compute.WrittenCloud, answer: dict[str, Any],
                   primitive: dict[str, Any]) -> Decisions:
     n = compute.nova()
-    manager, recorded = _nova_managers(written)
+    manager, recorded = _nova_managers(written, answer)
     spec = compute.nova_request(primitive)
     ctx = n.context.RequestContext(user_id=USER_ID, project_id=written.case.request.project_id)
     by_rp: dict[str, list[Any]] = collections.defaultdict(list)
@@ -148,6 +175,7 @@ class _Placement:
 
     def __init__(self, answer: dict[str, Any]):
         self._answer = json.loads(json.dumps(answer))
+        self._ledger = Ledger(answer)
         #: provider -> consumers claimed on it (what an anti-affinity group check reads)
         self._consumers: dict[str, set[str]] = collections.defaultdict(set)
 
@@ -173,6 +201,10 @@ class _Placement:
 
     def put_allocations(self, consumer_uuid: str, allocation_request: AllocationRequest,
                         **kwargs: Any) -> None:
+        if not self._ledger.claim({rp: dict(r) for rp, r in
+                                   allocation_request.allocations.items()}):
+            raise pexc.CapacityExceeded('would violate inventory constraints', status=409,
+                                        code='placement.undefined_code')
         for rp in allocation_request.allocations:
             self._consumers[rp].add(consumer_uuid)
 

@@ -97,7 +97,8 @@ def test_a_host_entry_becomes_a_record_with_every_field(tmp_path):
         nodename='compute-01.example.org', service_host='compute-01', cell_uuid=CELL2,
         provider_uuid=RP1, host_ip='192.0.2.11', hypervisor_type='QEMU',
         hypervisor_version=8002000, cpu_info={'arch': 'x86_64'},
-        supported_instances=[('x86_64', 'kvm', 'hvm')], stats={'failed_builds': '2'},
+        supported_instances=[('x86_64', 'kvm', 'hvm')], supported_instances_reported=True,
+        stats={'failed_builds': '2'},
         metrics={'cpu.percent': 100.0},  # stored as a fraction, read as Nova reads it
         last_seen_up=datetime.datetime(2026, 1, 15, 10, 30, tzinfo=datetime.timezone.utc))
 

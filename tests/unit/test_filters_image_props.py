@@ -247,3 +247,44 @@ def test_a_namespace_limits_isolation_to_the_keys_it_prefixes():
     assert verdict(f, in_windows, image_spec(os_distro='linux')) == (True, None)
     assert verdict(f, in_windows, image_spec(hw_disk_bus='ide')) == (
         False, "image property hw_disk_bus='ide' is not among the host's aggregate values")
+
+
+def test_a_host_that_reports_no_instance_types_supports_none():
+    """Follows nova.scheduler.filters.image_props_filter._instance_supported: a host
+    whose supported_instances is empty fails every image that asks for an
+    architecture, hypervisor type or VM mode; one that never said passes unchecked."""
+    f = image_filter()
+    spec = image_spec(hw_architecture='x86_64')
+    reported = host('cn1', supported_instances=[], supported_instances_reported=True)
+    unknown = host('cn2', supported_instances=[])
+
+    assert verdict(f, reported, spec) == (
+        False, 'host supports no instance types (image properties)')
+    assert verdict(f, unknown, spec) == (True, None)
+    assert verdict(f, reported, image_spec(img_hv_requested_version='>=8.0')) == (True, None)
+
+
+def test_an_empty_list_in_the_cell_database_or_the_hosts_file_is_a_report_of_none():
+    from scheduler.catalog import HostCatalog
+    from scheduler.catalog.cell_db import parse_rows
+    from scheduler.catalog.hosts_file import parse_hosts
+    from tests.builders import CELL_UUID, uuid_for
+
+    def record(supported_in_file, supported_in_row):
+        catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+        entry = {'nodename': 'cn1', 'provider_uuid': uuid_for('cn1')}
+        if supported_in_file is not None:
+            entry['supported_instances'] = supported_in_file
+        catalog.load_content(parse_hosts({'hosts': [entry]}, source='t',
+                                         default_cell_uuid=CELL_UUID), 't')
+        nodes, problems = parse_rows([(uuid_for('cn1'), 'cn1', 'cn1', None, None, None, None,
+                                       supported_in_row)])
+        assert problems == []
+        catalog.apply_cell_db_nodes(nodes)
+        return catalog.record_for_provider(uuid_for('cn1'), 'cn1')
+
+    assert record(None, None).supported_instances_reported is False
+    assert record([], None).supported_instances_reported is True
+    assert record(None, '[]').supported_instances_reported is True
+    assert record(None, '[["x86_64", "kvm", "hvm"]]').supported_instances == [
+        ('x86_64', 'kvm', 'hvm')]
