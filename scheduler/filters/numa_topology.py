@@ -42,7 +42,14 @@ from scheduler.exceptions import RequestTranslationError
 from scheduler.filters.base import FilterResult, host_label
 from scheduler.filters.candidate import BaseCandidateFilter, RequestMemo
 from scheduler.filters.log_once import LogOnce
-from scheduler.filters.numa_fit import Networks, PciCheck, Ratios, apply_fit, fit_instance
+from scheduler.filters.numa_fit import (
+    Networks,
+    NumaFit,
+    PciCheck,
+    Ratios,
+    apply_fit,
+    fit_instance,
+)
 from scheduler.filters.pci_fit import NumaCells, PciFit, fit_requests, use_devices
 from scheduler.filters.reasons import brief
 from scheduler.objects.codec import encode_network_metadata
@@ -155,8 +162,9 @@ class NUMATopologyFilter(BaseCandidateFilter):
         if not fit.passed:
             return FilterResult.fail(f'the requested NUMA topology '
                                      f'({request.topology.describe()}) does not fit: {fit.reason}')
+        topology = request.topology
         self.record_usage(host_state, allocation_request, 'numa_cells',
-                          lambda h: _use_cells(h, fit))
+                          lambda h: _use_cells(h, fit, spec_obj, topology))
         if fit.pci is not None and fit.pci.taken:
             taken = fit.pci.taken
             self.record_usage(host_state, allocation_request, 'pci_devices',
@@ -209,9 +217,27 @@ def _placed_devices(requests: tuple[PciRequest, ...],
                  for group in request.placement_groups())
 
 
-def _use_cells(host_state: HostState, fit: Any) -> None:
+def _use_cells(host_state: HostState, fit: NumaFit, spec_obj: RequestSpec,
+               requested: InstanceTopology) -> None:
     if host_state.numa_topology is not None:
         host_state.numa_topology = apply_fit(host_state.numa_topology, fit)
+    # Nova's HostState.consume_from_request replaces the request's numa_topology with
+    # the fitted one, so the later instances of the request ask for what the first
+    # got: a 'small', 'large' or 'any' page size becomes the size chosen here, and
+    # the cells are named after the host cells they took.
+    spec_obj.numa_topology = fitted_topology(requested, fit)
+
+
+def fitted_topology(requested: InstanceTopology, fit: NumaFit) -> dict[str, Any]:
+    """The InstanceNUMATopology (its data) Nova leaves in the spec after ``fit``
+    (``_numa_fit_instance_cell``: each cell's ``id`` becomes its host cell's, its
+    ``pagesize`` the size chosen, or None when none was asked for)."""
+    assert fit.cells is not None
+    cells = [{'id': c.host_cell_id, 'cpuset': sorted(c.instance_cell.cpuset),
+              'pcpuset': sorted(c.instance_cell.pcpuset), 'memory': c.instance_cell.memory,
+              'pagesize': c.page_size_kb, 'cpu_policy': c.instance_cell.cpu_policy,
+              'cpu_thread_policy': c.instance_cell.cpu_thread_policy} for c in fit.cells]
+    return {'cells': cells, 'emulator_threads_policy': requested.emulator_threads_policy}
 
 
 

@@ -40,16 +40,17 @@ FilterRule = Callable[[FilterDiff], bool]
 WeightRule = Callable[[WeightDiff], bool]
 
 
-def _raises_where_we_fail(d: FilterDiff) -> bool:
+def _raises_where_we_judge(d: FilterDiff) -> bool:
     # doc/nova-compatibility.md, ComputeCapabilitiesFilter and
     # AggregateInstanceExtraSpecsFilter: a numeric operator (``>=``, ``<=``, ``<``, ...)
     # against a value that is not a number raises in Nova's
-    # ``extra_specs_ops.match``; here the value does not match and the host
-    # fails with a reason.
+    # ``extra_specs_ops.match`` (the request fails there); here that value does not
+    # match, so the host fails, or passes on another aggregate's value that does.
     return (d.filter in ('ComputeCapabilitiesFilter', 'AggregateInstanceExtraSpecsFilter')
             and d.nova_raised is not None and d.nova_raised.startswith(('ValueError',
                                                                          'TypeError'))
-            and not d.ours_passed)
+            and (not d.ours_passed or d.filter == 'AggregateInstanceExtraSpecsFilter'
+                 and len(d.host_aggregates) > 1))
 
 
 _AGGREGATE_KEYS = {'AggregateIoOpsFilter': 'max_io_ops_per_host',
@@ -97,7 +98,7 @@ FILTER_RULES: dict[str, FilterRule] = {
     'JsonFilter: not is a boolean here (a list, always true, in Nova)': _json_not_is_a_boolean,
     'JsonFilter: $host_ip compares as text here (an IPAddress equal to no string in Nova)':
         _json_host_ip_is_text,
-    'a numeric operator on a non-number: Nova raises, we fail the host': _raises_where_we_fail,
+    'a numeric operator on a non-number: Nova raises, we judge the host': _raises_where_we_judge,
     'an unparsable aggregate value: Nova falls back to the option, we keep the valid ones':
         _unparsable_aggregate_value_ignored,
 }

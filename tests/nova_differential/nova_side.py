@@ -110,13 +110,11 @@ class WeigherRaised(Exception):
 
 def consume(states: Sequence[Any], host: str, spec: Any) -> Any:
     """The host's state after Nova's ``consume_from_request`` (the next instance's view),
-    with the NUMATopologyFilter's limits set as ``_get_sorted_hosts`` leaves them."""
-    state = next(s for s in states if s.host == host)
-    state = copy.deepcopy(state)
+    once its NUMATopologyFilter has passed the host and left its limits (ratios and
+    network metadata) in ``host_state.limits``, as in ``_schedule``."""
+    state = copy.deepcopy(next(s for s in states if s.host == host))
     spec = spec.obj_clone()
-    n = nova()
-    state.limits['numa_topology'] = n.objects.NUMATopologyLimits(
-        cpu_allocation_ratio=state.cpu_allocation_ratio,
-        ram_allocation_ratio=state.ram_allocation_ratio)
+    if not filter_classes()['NUMATopologyFilter']().host_passes(state, spec):
+        raise AssertionError(f'NUMATopologyFilter no longer passes {host}')
     state.consume_from_request(spec)
     return state

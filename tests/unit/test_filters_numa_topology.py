@@ -348,6 +348,28 @@ def test_each_instance_of_a_request_sees_the_cells_the_earlier_ones_took():
         'not enough free dedicated CPUs in a NUMA node', pinned=2)[1]
 
 
+def test_later_instances_of_a_request_ask_for_the_page_size_the_first_one_got():
+    """Follows nova.scheduler.host_manager.HostState.consume_from_request, which
+    replaces the request's numa_topology with the one numa_fit_instance_to_host
+    fitted: 'any' resolved to 1 GiB pages on the first host asks for 1 GiB pages
+    on every host after it."""
+    huge = [{'size_kb': 4, 'total': 262144}, {'size_kb': 1048576, 'total': 4}]
+    only_2m = [{'size_kb': 4, 'total': 262144}, {'size_kb': 2048, 'total': 2048}]
+    first = make_host('cn1', numa_topology=topology(cell(0, cpus='0-3', memory=5120,
+                                                         mempages=huge)))
+    second = make_host('cn2', numa_topology=topology(cell(0, cpus='0-3', memory=5120,
+                                                          mempages=only_2m)))
+    request = spec(2, 1024, **{'hw:mem_page_size': 'any'})
+    f = numa_filter()
+    assert f.filter_result(second, request).passed   # 'any': 2 MiB pages will do
+
+    assert f.filter_result(first, request).passed
+    first.consume(first.allocation_candidates[0], 'vm-1')
+
+    assert request.numa_topology['cells'][0]['pagesize'] == 1048576
+    assert not f.filter_result(second, request).passed
+
+
 def test_isolate_takes_whole_cores_and_pages_are_counted():
     # A host pinning with vcpu_pin_set (cpuset == pcpuset): Nova's isolate there pins
     # a core and reserves its siblings.

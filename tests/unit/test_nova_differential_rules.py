@@ -71,6 +71,11 @@ def test_a_numeric_operator_on_a_non_number_is_recognised_only_where_nova_raised
                                    ours_passed=False, raised=raised))
     assert known.filter_rule(_diff('AggregateInstanceExtraSpecsFilter', nova_passed=False,
                                    ours_passed=True, raised=raised)) is None
+    # ... unless another of the host's aggregates has a value that meets the spec.
+    two = (cloud.Aggregate(1, 'u1', 'a1', ['host01'], {'cpu_count': 'many'}),
+           cloud.Aggregate(2, 'u2', 'a2', ['host01'], {'cpu_count': '16'}))
+    assert known.filter_rule(_diff('AggregateInstanceExtraSpecsFilter', nova_passed=False,
+                                   ours_passed=True, raised=raised, aggregates=two))
     assert known.filter_rule(_diff('AggregateInstanceExtraSpecsFilter', nova_passed=False,
                                    ours_passed=True)) is None
     assert known.filter_rule(_diff('JsonFilter', nova_passed=False, ours_passed=False,
