@@ -64,6 +64,18 @@ class Tally:
         self.refused += other.refused
 
 
+def _nova_log(case: cloud.Case, name: str, host: str) -> list[str]:
+    """Nova's log lines for ``host`` when ``case`` runs ``name`` again, at DEBUG."""
+    nova_side.capture_logs(debug=True)
+    try:
+        result = compare.run_fixed(case, name)
+    finally:
+        nova_side.capture_logs(debug=False)
+    if result is None:
+        return []
+    return next((o.nova_log.get(host, []) for o in result.outcomes if o.name == name), [])
+
+
 def _run_slice(job: tuple[list[tuple[int, int]], list[str] | None]) -> Tally:
     work, only = job
     tally = Tally()
@@ -92,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter('ignore')
     logging.basicConfig(level=logging.ERROR)
     our_side.quiet()
-    nova_side.capture_logs()
+    nova_side.capture_logs(debug=False)
     seeds = [int(s) for s in args.seed.split(',')]
     indexes = [args.case] if args.case is not None else range(args.cases)
 
@@ -126,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(differing.values())
     for name, found in sorted(examples.items()):
         print(f'\n## {name}: {differing[name]} case(s) differ')
-        for case, host, (_, nova_did, we_did), log in found:
+        for case, host, (_, nova_did, we_did), _log in found:
             small = case if args.no_shrink else compare.shrink(case, name, host)
             print(f'\n### {case.label}, host {host} (shrunk: {len(small.hosts)} host(s))')
             print(f'Nova: {nova_did}\nours: {we_did}')
             for line in compare.describe(small, host):
                 print(f'    {line}')
-            for line in log[-4:]:
+            for line in _nova_log(small, name, host)[-4:]:
                 print(f'    nova log: {line[:400]}')
     print(f'\n{total} undocumented difference(s)' if total else '\nno undocumented difference')
     sys.stdout.flush()

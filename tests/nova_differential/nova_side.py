@@ -27,12 +27,14 @@ class _Capture(logging.Handler):
             LOG_RECORDS.append(f'{record.name}: {record.msg}')
 
 
-def capture_logs() -> None:
+def capture_logs(debug: bool) -> None:
+    """Nova's log lines are kept per filter call (for reproductions) only with
+    ``debug``: its DEBUG lines cost as much as the filters themselves."""
     logger = logging.getLogger('nova')
     if not any(isinstance(h, _Capture) for h in logger.handlers):
         logger.addHandler(_Capture())
-        logger.setLevel(logging.DEBUG)
         logger.propagate = False
+    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
 @dataclass
