@@ -4,11 +4,12 @@
 
 Each module runs twice in the same run, side by side (one process per side,
 ``run_module``): unchanged (baseline: nova-scheduler) and with this service
-swapped in. The table says, per module, how many tests there are, how many
-pass on each side, and names every test that passes with Nova but not with
-us. ``--check`` exits 1 when such a test is not one of the documented
-exceptions (:mod:`tests.nova_functional.known_differences`), so CI fails on
-a regression.
+swapped in; the regressions modules, a test or two each, run together in one
+process per side (``--only regressions`` runs them all). The table says, per
+module, how many tests there are, how many pass on each side, and names every
+test that passes with Nova but not with us. ``--check`` exits 1 when such a
+test is not one of the documented exceptions
+(:mod:`tests.nova_functional.known_differences`), so CI fails on a regression.
 """
 from __future__ import annotations
 
@@ -26,6 +27,27 @@ from tests.nova_functional.known_differences import documented
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = 'nova.tests.functional.'
 
+#: Nova's regression tests (``regressions/test_bug_*``) that schedule: those with a test that,
+#: with nova-scheduler, calls SchedulerManager.select_destinations at least once (a boot, a
+#: move, an unshelve, a rebuild to a new image). The other 19 are API, database, volume,
+#: image-cache or compute-side tests that never ask a scheduler anything, or are skipped
+#: in Nova 34 (test_bug_1735407: until bug 1763181 is fixed).
+REGRESSION_MODULES = tuple(f'regressions.test_bug_{bug}' for bug in (
+    '1404867', '1522536', '1548980', '1595962', '1628606', '1669054', '1670627', '1671648',
+    '1675570', '1678326', '1679750', '1682693', '1689692', '1702454', '1713783', '1718455',
+    '1718512', '1719730', '1732947', '1741125', '1741364', '1746483', '1764556', '1764883',
+    '1781286', '1781710', '1784353', '1790204', '1794996', '1797580', '1806064', '1806515',
+    '1815153', '1823370', '1825020', '1825034', '1825537', '1830747', '1831771', '1835822',
+    '1837955', '1843090', '1843708', '1845291', '1848343', '1849165', '1849409', '1852458',
+    '1862633', '1879878', '1886418', '1888395', '1889108', '1890244', '1893284', '1895696',
+    '1896463', '1899649', '1899835', '1902925', '1908075', '1909120', '1922053', '1928063',
+    '1937084', '1937375', '1938326', '1939545', '1943431', '1944619', '1978983', '1980720',
+    '1983753', '1995153', '2007968', '2016173', '2025480', '2040264', '2044235', '2048837',
+    '2062127', '2062425', '2074219', '2080531', '2085975', '2088066', '2098496', '2108974',
+    '2112187', '2125052', '2125935', '2127196', '2134375', '2139351', '2140537', '2140631',
+    '2143972', '2152697', '2153425', '2154495', '2160224',
+))
+
 #: The modules the drop-in claim is measured on (short names, under PACKAGE).
 DEFAULT_MODULES = (
     'test_server_group', 'test_aggregates', 'test_availability_zones', 'test_scheduler',
@@ -33,7 +55,14 @@ DEFAULT_MODULES = (
     'test_routed_networks', 'test_servers_resource_request', 'test_boot_from_volume',
     'libvirt.test_numa_servers', 'libvirt.test_pci_sriov_servers',
     'libvirt.test_pci_in_placement', 'libvirt.test_vgpu',
-)
+) + REGRESSION_MODULES
+
+#: Names ``--only`` takes for a group of modules.
+GROUPS = {'regressions': REGRESSION_MODULES}
+
+#: Modules under these packages are small (a test or two each): they run together, one
+#: process per side for all of them, and are counted per module.
+BATCHED = (PACKAGE + 'regressions.',)
 
 
 def _module_name(short: str) -> str:
@@ -41,30 +70,54 @@ def _module_name(short: str) -> str:
     return short if short.startswith(PACKAGE) else PACKAGE + short
 
 
-def run_sides(module: str, workdir: pathlib.Path, test_filter: str | None,
+def _runs(modules: list[str]) -> list[tuple[str, list[str]]]:
+    """The modules in the order given, as (name, modules) runs: one module per run, but the
+    BATCHED packages' modules together in one run, named after their package."""
+    runs: list[tuple[str, list[str]]] = []
+    batches: dict[str, list[str]] = {}
+    for module in modules:
+        package = next((p for p in BATCHED if module.startswith(p)), None)
+        if package is None:
+            runs.append((module.removeprefix(PACKAGE), [module]))
+        elif package not in batches:
+            batches[package] = [module]
+            runs.append((package.removeprefix(PACKAGE).rstrip('.'), batches[package]))
+        else:
+            batches[package].append(module)
+    return runs
+
+
+def run_sides(stem: str, modules: list[str], workdir: pathlib.Path, test_filter: str | None,
               filter_map: bool = False) -> dict[str, dict]:
-    """Both sides of one module at once; side -> test id -> outcome."""
+    """Both sides of one run at once; side -> test id -> outcome."""
     procs = {}
     for side in ('nova', 'ours'):
-        stem = f'{module.removeprefix(PACKAGE)}.{side}'
         cmd = [sys.executable, '-m', 'tests.nova_functional.run_module', '--side', side,
-               '--json', str(workdir / f'{stem}.json'), '--log', str(workdir / f'{stem}.log')]
+               '--json', str(workdir / f'{stem}.{side}.json'),
+               '--log', str(workdir / f'{stem}.{side}.log')]
         if test_filter:
             cmd += ['--filter', test_filter]
         if filter_map:
             cmd += ['--filter-map']
         env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
             p for p in (str(REPO), os.environ.get('PYTHONPATH', '')) if p)}
-        procs[side] = subprocess.Popen(cmd + [module], cwd=workdir, env=env)
+        procs[side] = subprocess.Popen(cmd + modules, cwd=workdir, env=env)
     results = {}
     for side, proc in procs.items():
         code = proc.wait()
-        path = workdir / f'{module.removeprefix(PACKAGE)}.{side}.json'
+        path = workdir / f'{stem}.{side}.json'
         if code != 0 or not path.exists():
             results[side] = {'error': f'runner exited {code}; see {path.with_suffix(".log")}'}
             continue
         results[side] = json.loads(path.read_text())['outcomes']
     return results
+
+
+def of_module(module: str, results: dict[str, dict]) -> dict[str, dict]:
+    """One module's part of a run's results (a runner's failure is every module's)."""
+    return {side: outcomes if 'error' in outcomes else
+            {t: o for t, o in outcomes.items() if t.startswith(module + '.')}
+            for side, outcomes in results.items()}
 
 
 def summarise(module: str, results: dict[str, dict]) -> dict:
@@ -122,7 +175,9 @@ def print_table(rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--only', nargs='+', metavar='MODULE',
-                        help='modules to run (e.g. test_server_group libvirt.test_vgpu)')
+                        help='modules to run (e.g. test_server_group libvirt.test_vgpu '
+                             'regressions.test_bug_1718455), or regressions: every one of '
+                             'REGRESSION_MODULES')
     parser.add_argument('--filter', help='only test ids containing this text')
     parser.add_argument('--check', action='store_true',
                         help='exit 1 when a test passes with Nova but not with this service '
@@ -135,19 +190,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--workdir', help="keep each side's outcomes and logs here")
     args = parser.parse_args(argv)
 
-    modules = [_module_name(m) for m in (args.only or DEFAULT_MODULES)]
+    names = [n for m in (args.only or DEFAULT_MODULES) for n in GROUPS.get(m, (m,))]
+    modules = [_module_name(m) for m in dict.fromkeys(names)]
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix='nova-functional-'))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f'Nova functional tests, both sides; outcomes and logs in {workdir}', flush=True)
     rows = []
-    for module in modules:
+    for stem, run in _runs(modules):
         started = time.monotonic()
-        row = summarise(module, run_sides(module, workdir, args.filter, args.filter_map))
-        rows.append(row)
-        done = ('runner failed' if 'error' in row else
-                f'{row["tests"]} tests, nova {row["passed_nova"]}, ours {row["passed_ours"]}')
-        print(f'{module.removeprefix(PACKAGE)}: {done} ({time.monotonic() - started:.0f} s)',
-              flush=True)
+        results = run_sides(stem, run, workdir, args.filter, args.filter_map)
+        for module in run:
+            row = summarise(module, of_module(module, results))
+            rows.append(row)
+            done = ('runner failed' if 'error' in row else
+                    f'{row["tests"]} tests, nova {row["passed_nova"]}, ours {row["passed_ours"]}')
+            took = '' if len(run) > 1 else f' ({time.monotonic() - started:.0f} s)'
+            print(f'{module.removeprefix(PACKAGE)}: {done}{took}', flush=True)
+        if len(run) > 1:
+            print(f'{stem}: {len(run)} modules ({time.monotonic() - started:.0f} s)', flush=True)
     print_table(rows)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))

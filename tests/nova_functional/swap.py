@@ -8,8 +8,11 @@ would:
 * ``start_service('scheduler')`` starts :class:`scheduler.service.SchedulerService`
   in-process, from a configuration file written for this test, on Nova's own
   RPC transport (``nova.rpc.TRANSPORT``: the fake driver, one bus per process);
-* ``[placement]`` points at the test's ``PlacementFixture`` (wsgi-intercept,
-  noauth2, token ``admin``);
+* ``[placement]`` points at one address, behind which the test's current
+  ``PlacementFixture`` answers (wsgi-intercept, noauth2, token ``admin``), as a load
+  balancer in front of Placement would (:func:`_placement`): a test may start the
+  scheduler before its PlacementFixture, replace it, or have none (Placement is then
+  down; nova-scheduler's report client finds no endpoint and answers NoValidHost);
 * ``[nova]`` points at the test's compute API (``OSAPIFixture``) behind a
   stand-in for Keystone (:func:`_keystone_emulation`);
 * ``[neutron]`` points at Neutron's API as the test's ``NeutronFixture`` would
@@ -47,6 +50,7 @@ _KEYSTONE_IDENTITY = {'HTTP_X_AUTH_USER': 'admin', 'HTTP_X_AUTH_PROJECT_ID': 'se
                       'HTTP_X_ROLES': 'admin,member,reader'}
 _API_HOST = 'nova-api.harness-keystone'
 _NEUTRON_HOST = 'neutron.harness-keystone'
+_PLACEMENT_HOST = 'placement.harness'
 
 
 class _TestWiring:
@@ -160,6 +164,9 @@ def install_swap() -> None:
     nova_fixtures.NeutronFixture.setUp = neutron_setup
     neutron = interceptor.RequestsInterceptor(lambda: _neutron_api, host=_NEUTRON_HOST, port=80)
     neutron.install_intercept()
+    placement = interceptor.RequestsInterceptor(
+        lambda: _placement, url=f'http://{_PLACEMENT_HOST}:80/placement')
+    placement.install_intercept()
 
     original_add_cell = nova_fixtures.CellDatabases.add_cell_database
 
@@ -221,6 +228,25 @@ def _keystone_emulation(app: Any) -> Any:
             environ = {**environ, **_KEYSTONE_IDENTITY}
         return app(environ, start_response)
     return keystone
+
+
+def _placement(environ: dict, start_response: Any) -> Any:
+    """Placement at the address the scheduler is configured with: the app of the test's
+    current PlacementFixture (its own wsgi-intercept), or, while there is none (not yet,
+    no more, or never: a boot that is to fail with no compute to go to), down, as a load
+    balancer with no backend answers."""
+    from urllib.parse import urlsplit
+
+    import wsgi_intercept
+    entry = None
+    if _WIRING.placement_endpoint:
+        url = urlsplit(_WIRING.placement_endpoint)
+        entry = wsgi_intercept._wsgi_intercept.get((url.hostname, url.port or 80))
+    if entry is None:
+        start_response('503 Service Unavailable', [('Content-Type', 'text/plain')])
+        return [b'no Placement in this test']
+    app_factory, _script_name = entry
+    return app_factory()(environ, start_response)
 
 
 def _neutron_api(environ: dict, start_response: Any) -> Any:
@@ -309,8 +335,6 @@ class SwappedScheduler:
 
     # Configuration ---------------------------------------------------------------------
     def _write_config(self) -> str:
-        if not _WIRING.placement_endpoint:
-            raise RuntimeError('no PlacementFixture in this test before the scheduler started')
         cells = self._cell_connections()
         nova_section = ''
         if _WIRING.api_app is not None:
@@ -343,7 +367,7 @@ class SwappedScheduler:
             [placement]
             auth_type = admin_token
             token = admin
-            endpoint = {_WIRING.placement_endpoint}
+            endpoint = http://{_PLACEMENT_HOST}:80/placement
             max_retries = 1
             retry_backoff = 0.01
 
