@@ -64,10 +64,16 @@ class HostPciStats:
         return sum(p.count for p in self.pools)
 
     def minus(self, taken: Mapping[int, int]) -> HostPciStats:
-        """These pools after taking ``taken[i]`` devices from pool ``i``."""
-        return HostPciStats(tuple(
-            dataclasses.replace(p, count=p.count - taken.get(i, 0)) if taken.get(i) else p
-            for i, p in enumerate(self.pools)))
+        """These pools after taking ``taken[i]`` devices from pool ``i``; a pool taken
+        from that is left with none goes, as Nova's ``_decrease_pool_count`` removes it
+        (the pools left keep their order)."""
+        pools = []
+        for i, p in enumerate(self.pools):
+            if i not in taken:
+                pools.append(p)
+            elif p.count - taken[i] > 0:
+                pools.append(dataclasses.replace(p, count=p.count - taken[i]))
+        return HostPciStats(tuple(pools))
 
 
 def parse_pci_pools(value: Any, *, where: str, strict: bool) -> HostPciStats:
