@@ -9,7 +9,10 @@ the way Nova's API makes them.
 
 Each request wants ``count`` devices, each matching any one of its ``specs``
 (key = value, compared case-insensitively; ``resource_class`` and ``traits`` are
-for Placement and are not matched against pools).
+for Placement and are not matched against pools; a key whose value is None, as
+Nova sends ``physical_network`` for a port on a tunneled network, matches a pool
+without it). A request for 0 devices is kept: nova-api accepts ``alias:0``, and
+Nova still looks for a pool that could serve it.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ _ALIAS_KEYS = frozenset({'name', 'vendor_id', 'product_id', 'device_type', 'numa
 @dataclass(frozen=True)
 class PciRequest:
     count: int
-    specs: tuple[Mapping[str, str], ...]
+    specs: tuple[Mapping[str, str | None], ...]
     alias_name: str | None = None
     request_id: str | None = None
     requester_id: str | None = None
@@ -105,7 +108,7 @@ def requested_pci(spec: RequestSpec, aliases: Mapping[str, Alias] | None = None
     flavor_aliases = (spec.flavor.extra_specs or {}).get(ALIAS_EXTRA_SPEC)
     if flavor_aliases and not any(r.alias_name for r in requests):
         requests.extend(_from_aliases(spec, flavor_aliases, aliases or {}))
-    return [r for r in requests if r.count > 0]
+    return [r for r in requests if r.count >= 0]
 
 
 def requested_primitives(spec: RequestSpec) -> list[dict[str, Any]]:
@@ -117,8 +120,7 @@ def requested_primitives(spec: RequestSpec) -> list[dict[str, Any]]:
 def _from_primitive(data: Mapping[str, Any]) -> PciRequest:
     return PciRequest(
         count=int(data.get('count') or 0),
-        specs=tuple({k: v for k, v in s.items() if v is not None}
-                    for s in data.get('spec') or () if isinstance(s, dict)),
+        specs=tuple(dict(s) for s in data.get('spec') or () if isinstance(s, dict)),
         alias_name=data.get('alias_name'), request_id=data.get('request_id'),
         requester_id=data.get('requester_id'), numa_policy=data.get('numa_policy'))
 

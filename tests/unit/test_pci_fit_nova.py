@@ -4,7 +4,8 @@ pass a request, in which order, and which devices each instance takes.
 Each test names the Nova function whose behaviour it pins. Pools are given as
 nova-compute writes ``compute_nodes.pci_stats`` (vendor_id, product_id,
 numa_node, count, tags) and read by ``parse_pci_pools``; requests as
-:class:`PciRequest`.
+``InstancePCIRequest`` primitives read by ``requested_pci``, or as
+:class:`PciRequest` where the primitive adds nothing.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from scheduler.filters.pci_fit import NumaCells, fit_requests
 from scheduler.objects.pci import HostPciStats, parse_pci_pools
-from scheduler.request.pci import PciRequest
+from scheduler.objects.spec import Flavor
+from scheduler.request.pci import PciRequest, requested_pci
+from tests.builders import make_spec
 
 REQUEST_ID = '3f0b5b7e-3d0e-4c55-9d5c-6a1f8c2e0b11'
 RP1, RP2, RP3 = (f'00000000-0000-4000-8000-00000000000{i}' for i in (1, 2, 3))
@@ -39,6 +42,21 @@ def left(stats: HostPciStats, fit) -> list[tuple[int | None, str | None, int]]:
     """(numa_node, physical_network, count) of each pool after the fit, in the pools' order."""
     return [(p.numa_node, p.tags.get('physical_network'), p.count)
             for p in stats.minus(fit.taken).pools]
+
+
+def spec_with(*primitives: dict):
+    return make_spec(flavor=Flavor(vcpus=1, memory_mb=512, extra_specs={}),
+                     pci_requests={'nova_object.name': 'InstancePCIRequests',
+                                   'nova_object.namespace': 'nova', 'nova_object.version': '1.1',
+                                   'nova_object.data': {'requests': list(primitives)}})
+
+
+def primitive(count: int, spec: dict, *, alias: str | None = None) -> dict:
+    return {'nova_object.name': 'InstancePCIRequest', 'nova_object.namespace': 'nova',
+            'nova_object.version': '1.4',
+            'nova_object.data': {'count': count, 'spec': [spec], 'alias_name': alias,
+                                 'request_id': REQUEST_ID, 'numa_policy': None,
+                                 'is_new': False, 'requester_id': None}}
 
 
 # PciDeviceStats.__init__ ---------------------------------------------------------------------
@@ -132,6 +150,32 @@ def test_filter_pools_for_spec_ignores_the_rp_uuid_key_too():
     stats = pools({'count': 1})
 
     assert fit_requests(stats, [request(1, {**VF, 'rp_uuid': RP1, 'traits': 'X'})]).passed
+
+
+def test_pci_device_prop_match_a_none_value_matches_a_pool_without_the_key():
+    """``pci_device_prop_match``: a port on a tunneled network asks for
+    ``physical_network: None``, which only pools without a physical network serve."""
+    [port] = requested_pci(spec_with(primitive(1, {'physical_network': None,
+                                                   'dev_type': 'type-VF'})))
+    with_physnet = pools({'count': 1, 'tags': {'physical_network': 'physnet1'}})
+    without = pools({'count': 1})
+
+    assert port.specs == ({'physical_network': None, 'dev_type': 'type-VF'},)
+    assert not fit_requests(with_physnet, [port]).passed
+    assert fit_requests(without, [port]).passed
+
+
+def test_apply_request_a_request_for_no_device_still_needs_a_pool():
+    """``_apply_request`` fails when ``_filter_pools`` leaves no pool, even for a request
+    of 0 devices (nova-api accepts ``pci_passthrough:alias`` = ``a:0``); it takes nothing."""
+    [nothing] = requested_pci(spec_with(primitive(0, VF, alias='a')))
+    stats = pools({'count': 2})
+
+    assert nothing.count == 0
+    assert not fit_requests(pools({'count': 2, 'product_id': '10fb'}), [nothing]).passed
+    fit = fit_requests(stats, [nothing])
+    assert fit.passed
+    assert left(stats, fit) == [(None, None, 2)]
 
 
 # PCI in Placement ----------------------------------------------------------------------------
