@@ -65,7 +65,12 @@ class CpuOrder:
     integers iterates in hash-table order, not sorted ({5, 17} iterates 17, 5): the
     order follows from the JSON lists nova-compute wrote and how many times Nova
     has copied the sets since (once when reading the row, once more each time
-    ``numa_usage_from_instance_numa`` rebuilds the cell).
+    ``numa_usage_from_instance_numa`` rebuilds the cell). Nothing else copies them:
+    nova-scheduler fits NUMATopologyFilter and ``consume_from_request`` on the same
+    HostState. A ``copy.deepcopy`` of it would rebuild each set from its iteration
+    order (``set(list(s))``), which lays it out anew: the sibling set {3, 11} read
+    from [3, 11] iterates 3, 11 (its free CPUs 11, 3), its deep copy 11, 3 (free
+    CPUs 3, 11), so a deep-copied HostState no longer pins what nova-scheduler pins.
     """
 
     pcpuset: tuple[int, ...]

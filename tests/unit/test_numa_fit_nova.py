@@ -339,3 +339,29 @@ def test_packing_renames_the_instance_cell_even_when_the_limits_then_reject_it()
     fit = fit_instance(topology, request, ratios=Ratios(cpu=1.0, ram=1.5))
 
     assert [(c.host_cell_id, c.pinning) for c in fit.cells] == [(3, ((0, 7),)), (2, ())]
+
+
+def test_a_guest_read_back_from_the_compute_row_keeps_nova_s_order_instance_after_instance():
+    """Follows numa_fit_instance_to_host/_pack_instance_onto_cores/_get_reserved on the
+    HostState nova-scheduler reads once (NUMATopology.obj_from_db_obj), fitted by
+    NUMATopologyFilter, then again by consume_from_request, whose
+    numa_usage_from_instance_numa copies the sets for the next instance. Read from
+    the list [3, 11], the free CPUs of the sibling set {3, 11} iterate 11 first: the
+    emulator threads take CPU 11, in the filter's fit and the consumption's. (A
+    copy.deepcopy of the HostState rebuilds each set from its iteration order, after
+    which they iterate 3 first; nova-scheduler makes no such copy.)"""
+    topology = host(hcell(0, cpus=list(range(16)), pcpus=list(range(16)), memory=16384,
+                          siblings=[[i, i + 8] for i in range(8)], pinned_cpus=[0, 8, 1, 9],
+                          cpu_usage=4, memory_usage=512))
+    request = InstanceTopology((dedicated(vcpus=[0, 1]),), emulator_threads_policy='isolate')
+    placed = []
+    for _ in range(3):
+        fit = fit_instance(topology, request, ratios=Ratios(cpu=1.0, ram=1.0))
+        [cell] = fit.cells
+        placed.append((cell.pinning, cell.reserved))
+        topology = apply_fit(topology, fit)
+
+    assert placed == [(((0, 2), (1, 10)), frozenset({11})),
+                      (((0, 4), (1, 12)), frozenset({3})),
+                      (((0, 13), (1, 5)), frozenset({6}))]
+    assert one_cell(topology).pinned_cpus == {0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13}
