@@ -111,10 +111,13 @@ class WeigherRaised(Exception):
 
 
 def consume(states: Sequence[Any], host: str, spec: Any) -> Any:
-    """The host's state after Nova's ``consume_from_request`` (the next instance's view),
-    once its NUMATopologyFilter has passed the host and left its limits (ratios and
-    network metadata) in ``host_state.limits``, as in ``_schedule``."""
-    state = copy.deepcopy(next(s for s in states if s.host == host))
+    """The host's state after Nova's ``consume_from_request`` (the next instance's
+    view), once its NUMATopologyFilter has passed the host and left its limits
+    (ratios and network metadata) in ``host_state.limits``, as in ``_schedule``.
+    ``states`` are used up."""
+    # The state itself, as _schedule has it: a deep copy would rebuild its CPU sets,
+    # whose iteration order decides which free CPU Nova pins.
+    state = next(s for s in states if s.host == host)
     spec = spec.obj_clone()
     if not filter_classes()['NUMATopologyFilter']().host_passes(state, spec):
         raise AssertionError(f'NUMATopologyFilter no longer passes {host}')
