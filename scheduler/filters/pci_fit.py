@@ -25,10 +25,12 @@ the same hosts and takes the same devices:
 
 PCI in Placement: the providers of a request are those of the candidate's
 request groups named ``<request_id>-...`` (``_get_rp_uuids_for_request``; a
-port's request has none). When no pool says which provider it is (the
-``rp_uuid`` tag nova-compute adds with PCI in Placement; a hosts file's pools),
-or the host's pools are unknown, Placement's answer is taken as it is: it
+port's request has none). When the host's pools never said which provider
+they are (the ``rp_uuid`` tag nova-compute adds with PCI in Placement; a hosts
+file's pools), or they are unknown, Placement's answer is taken as it is: it
 counted the devices (Nova would fail the host: its pools cannot show them).
+Once they did, they are followed to the end, as Nova: a provider whose pool is
+used up serves no more.
 """
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ def fit_requests(stats: HostPciStats | None, requests: Sequence[PciRequest], *,
     taken: dict[int, int] = {}
     for request in requests:
         providers = placement_providers(request, mappings)
-        if providers and not any('rp_uuid' in p.tags for p in pools):
+        if providers and (stats is None or not stats.names_providers):
             continue  # Placement counted them; no pool says more (module docstring)
         if stats is None:
             return PciFit(False, NO_POOLS)

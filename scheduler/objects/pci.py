@@ -58,6 +58,14 @@ class HostPciStats:
     """The host's pools (Nova's ``HostState.pci_stats`` exposes ``pools`` too)."""
 
     pools: tuple[PciPool, ...] = ()
+    #: Whether the pools name their Placement providers (the ``rp_uuid`` tag
+    #: nova-compute adds with PCI in Placement); still so once the pools that had
+    #: it are used up and gone.
+    names_providers: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.names_providers and any('rp_uuid' in p.tags for p in self.pools):
+            object.__setattr__(self, 'names_providers', True)
 
     @property
     def free_devices(self) -> int:
@@ -73,7 +81,7 @@ class HostPciStats:
                 pools.append(p)
             elif p.count - taken[i] > 0:
                 pools.append(dataclasses.replace(p, count=p.count - taken[i]))
-        return HostPciStats(tuple(pools))
+        return HostPciStats(tuple(pools), names_providers=self.names_providers)
 
 
 def parse_pci_pools(value: Any, *, where: str, strict: bool) -> HostPciStats:

@@ -232,6 +232,22 @@ def test_get_rp_uuids_for_request_without_mappings_reads_the_specs_rp_uuids():
     assert left(stats, fit) == [(0, None, 1)]
 
 
+def test_filter_pools_based_on_placement_allocation_a_used_up_pool_serves_no_more():
+    """``_filter_pools_based_on_placement_allocation`` after ``_apply_request`` emptied
+    the provider's pool (and ``_decrease_pool_count`` removed it): the next instance
+    placed there finds no pool and fails, although no pool is left to name a provider."""
+    stats = pools({'numa_node': 0, 'count': 1, 'tags': {'rp_uuid': RP1}})
+
+    first = fit_requests(stats, [request(1)], mappings=placed(RP1))
+    after = stats.minus(first.taken)
+
+    assert first.passed
+    assert after.pools == ()
+    assert not fit_requests(after, [request(1)], mappings=placed(RP1)).passed
+    # Pools that never named a provider (a hosts file's): Placement's answer stands.
+    assert fit_requests(HostPciStats(()), [request(1)], mappings=placed(RP1)).passed
+
+
 # _decrease_pool_count ------------------------------------------------------------------------
 
 def test_decrease_pool_count_a_pool_taken_to_zero_leaves_the_host():
