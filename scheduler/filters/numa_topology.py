@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 NO_TOPOLOGY = 'no NUMA topology known for the host'
+NO_SMT = "thread policy 'require' needs a host with SMT sibling threads"
+
 SOURCES = ('[cell_database] connections (Nova\'s cell databases) or numa_topology in the '
            '[scheduler] hosts_file')
 LIMITS_VERSION = '1.1'
@@ -99,6 +101,10 @@ class NUMATopologyFilter(BaseCandidateFilter):
         request = self._request(spec_obj)
         if request.error is not None:
             return FilterResult.fail(request.error)
+        host_topology = host_state.numa_topology
+        if host_topology is not None and not host_topology.has_threads \
+                and _asks_for_smt(spec_obj):
+            return FilterResult.fail(NO_SMT)
         if request.topology is None:
             return FilterResult.ok()
         if host_state.numa_topology is None:
@@ -180,6 +186,18 @@ class NUMATopologyFilter(BaseCandidateFilter):
                tuple(sorted((spec_obj.flavor.extra_specs or {}).items())),
                spec_obj.flavor.vcpus, spec_obj.flavor.memory_mb)
         return self._memo.get(spec_obj, key, lambda: _read_request(spec_obj, conf))
+
+
+def _asks_for_smt(spec_obj: RequestSpec) -> bool:
+    """Nova's ``NUMATopologyFilter._satisfies_cpu_policy``: a flavor or image asking
+    for ``dedicated`` CPUs and a flavor or image asking for the ``require`` thread
+    policy need a host with SMT siblings, whichever policy the two resolve to
+    (flavor ``prefer`` and image ``require`` resolve to ``prefer``)."""
+    extra_specs = spec_obj.flavor.extra_specs or {}
+    props = spec_obj.image.properties if spec_obj.image is not None else {}
+    return ('dedicated' in (extra_specs.get('hw:cpu_policy'), props.get('hw_cpu_policy'))
+            and 'require' in (extra_specs.get('hw:cpu_thread_policy'),
+                              props.get('hw_cpu_thread_policy')))
 
 
 def _read_request(spec_obj: RequestSpec, conf: cfg.ConfigOpts | None) -> _Request:

@@ -202,17 +202,20 @@ def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
     """Weigh ``hosts`` (rows of a host table; other sequences become one) and
     order them best first (descending weight, ties in input order).
 
-    Hosts a weigher cannot weigh (:meth:`BaseHostWeigher.unweighable_reason`)
-    are left out of the result, whatever the number of hosts, and appended
-    to ``excluded`` when given. With at most one host left nothing is weighed
-    (Nova skips it) and weights are 0.0. With ``vectorised``, a weigher with
+    With at most one host nothing is weighed and its weight is 0.0: Nova's
+    ``BaseWeightHandler.get_weighed_objects`` returns a lone host before any
+    weigher sees it, so a lone host is never left out either. Otherwise hosts a
+    weigher cannot weigh (:meth:`BaseHostWeigher.unweighable_reason`) are left
+    out of the result and appended to ``excluded`` when given; if one host is
+    left after that, it is not weighed. With ``vectorised``, a weigher with
     trusted column-wise hooks weighs all rows at once; without, every weigher
     weighs host by host. Raises :class:`WeigherError` naming the weigher when a
     plugin raises.
     """
     view = as_view(hosts)
     table = view.table
-    view = _weighable(weighers, view, spec_obj, excluded, vectorised)
+    if len(view) > 1:
+        view = _weighable(weighers, view, spec_obj, excluded, vectorised)
     rows = view.rows
     weights = np.zeros(len(rows), dtype=np.float64)
     contributions: dict[str, np.ndarray] = {}

@@ -16,7 +16,7 @@ from scheduler.filters.handler import SKIPPED_ON_REBUILD, apply_filters
 from scheduler.filters.numa_topology import NO_TOPOLOGY, NUMATopologyFilter
 from scheduler.objects.numa import parse_host_numa_topology
 from scheduler.objects.pci import parse_pci_pools
-from scheduler.objects.spec import Flavor
+from scheduler.objects.spec import Flavor, ImageMeta, ImageMetaProps
 from tests.builders import make_conf, make_host, make_spec, uuid_for
 
 LOGGER = 'scheduler.filters.numa_topology'
@@ -132,8 +132,8 @@ CASES = [
     # Thread policies.
     pytest.param(topology(cell(0, pcpus='4-7')),
                  spec(2, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'require'}),
-                 fails("thread policy 'require' needs free SMT sibling threads in a NUMA node",
-                       pinned=2), id='require on a host without SMT siblings'),
+                 (False, "thread policy 'require' needs a host with SMT sibling threads"),
+                 id='require on a host without SMT siblings'),
     pytest.param(topology(cell(0, pcpus='4-7', siblings=[[4, 5], [6, 7]])),
                  spec(2, 1024, **{'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'require'}),
                  OK, id='require with a free sibling pair'),
@@ -346,6 +346,35 @@ def test_each_instance_of_a_request_sees_the_cells_the_earlier_ones_took():
     assert host.numa_topology.cells[0].memory_usage == 2048
     assert f.filter_result(host, request).reason == fails(
         'not enough free dedicated CPUs in a NUMA node', pinned=2)[1]
+
+
+SMT = [[0, 4], [1, 5], [2, 6], [3, 7]]
+NO_SMT = [[0], [1], [2], [3], [4], [5], [6], [7]]
+
+
+@pytest.mark.parametrize(('extra_specs', 'image_props', 'siblings', 'passes'), [
+    ({'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'prefer'},
+     {'hw_cpu_thread_policy': 'require'}, NO_SMT, False),
+    ({'hw:cpu_thread_policy': 'prefer'},
+     {'hw_cpu_policy': 'dedicated', 'hw_cpu_thread_policy': 'require'}, NO_SMT, False),
+    ({'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'prefer'},
+     {'hw_cpu_thread_policy': 'require'}, SMT, True),
+    ({'hw:cpu_policy': 'dedicated', 'hw:cpu_thread_policy': 'prefer'}, {}, NO_SMT, True),
+])
+def test_require_in_the_flavor_or_the_image_needs_smt_whatever_the_policy_resolves_to(
+        extra_specs, image_props, siblings, passes):
+    """Follows nova.scheduler.filters.numa_topology_filter.NUMATopologyFilter.
+    _satisfies_cpu_policy: 'dedicated' in the flavor or the image and 'require' in the
+    flavor or the image fail a host without SMT siblings, even where the two
+    resolve to 'prefer' (a flavor's 'prefer' wins over the image's 'require')."""
+    host_topology = topology(cell(0, pcpus='0-7', memory=8192, siblings=siblings))
+    request = make_spec(flavor=Flavor(vcpus=2, memory_mb=1024, extra_specs=extra_specs),
+                        image=ImageMeta(id='img', properties=ImageMetaProps(image_props)))
+    result = numa_filter().filter_result(make_host('cn1', numa_topology=host_topology),
+                                         request)
+    assert result.passed is passes
+    if not passes:
+        assert result.reason == "thread policy 'require' needs a host with SMT sibling threads"
 
 
 def test_later_instances_of_a_request_ask_for_the_page_size_the_first_one_got():

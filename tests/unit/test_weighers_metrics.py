@@ -162,8 +162,13 @@ def test_a_host_missing_a_required_metric_is_left_out_and_the_others_are_weighed
         ('MetricsWeigher', 'blind', MISSING_FREQUENCY)]
 
 
-def test_a_lone_host_missing_a_required_metric_is_left_out_too():
-    assert weigh_hosts([configured()], [host('blind')], make_spec()) == []
+def test_a_lone_host_missing_a_required_metric_is_not_weighed_and_stays():
+    """Follows nova.weights.BaseWeightHandler.get_weighed_objects, which returns a
+    lone host before any weigher sees it: nova-scheduler places it."""
+    excluded: list[Exclusion] = []
+    weighed = weigh_hosts([configured()], [host('blind')], make_spec(), excluded=excluded)
+    assert [(w.host.host, w.weight) for w in weighed] == [('blind', 0.0)]
+    assert excluded == []
 
 
 def test_the_reason_names_every_missing_metric():
