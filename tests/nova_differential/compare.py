@@ -108,7 +108,12 @@ def compare_decision(written: compute.WrittenCloud, answer: dict[str, Any],
     nova_did = decision.nova_decision(written, answer, primitive)
     we_did = decision.our_decision(written, answer, primitive, now)
     found, tie = decision.differences(nova_did, we_did)
-    if tie:
+    rule = known.consume_rule(nova_did.consume_failure)
+    if isinstance(nova_did.hosts, str) and nova_did.hosts.startswith(decision.METRIC_NOT_FOUND):
+        rule = known.METRIC_MISSING
+    if found and rule is not None:
+        outcome.documented[f'decided by a documented difference ({rule})'] = []
+    elif tie:
         outcome.documented['equal weights ordered otherwise (Nova: a set of host states; '
                            'ours: Placement\'s order)'] = []
     elif found:

@@ -31,7 +31,7 @@ from scheduler.context import RequestContext
 from scheduler.exceptions import NoValidHost
 from scheduler.filters.compute import ComputeFilter
 from scheduler.manager import SchedulerManager
-from tests.nova_differential import compute, our_side
+from tests.nova_differential import compute, nova_side, our_side
 from tests.nova_differential.cloud import CELLS, USER_ID
 
 #: A cloud's usual filters: Nova's defaults, the NUMA and PCI filters, and those
@@ -44,6 +44,7 @@ FILTERS = (
     'DifferentHostFilter', 'IoOpsFilter', 'NumInstancesFilter')
 WEIGHERS = ('nova.scheduler.weights.all_weighers',)
 NOVALIDHOST = 'NoValidHost'
+METRIC_NOT_FOUND = 'ComputeHostMetricNotFound'
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Decisions:
     hosts: list[list[str]] | str
     #: Nova only: per instance, host -> total weight, as get_weighed_hosts returned it
     weights: list[dict[str, float]] = field(default_factory=list)
+    #: Nova only: its WARNING that a consumption raised and was skipped
+    consume_failure: str | None = None
 
 
 class Ledger:
@@ -159,14 +162,21 @@ def nova_decision(written: compute.WrittenCloud, answer: dict[str, Any],
     for request in answer['allocation_requests']:
         for rp in request['allocations']:
             by_rp[rp].append(request)
+    del nova_side.LOG_RECORDS[:]
     try:
         selections = manager._schedule(
             ctx, spec, compute.instance_uuids(written.case), by_rp,
             answer['provider_summaries'], allocation_request_version='1.36',
             return_alternates=True)
+        hosts: list[list[str]] | str = [[s.service_host for s in per] for per in selections]
     except n.exception.NoValidHost:
-        return Decisions(NOVALIDHOST, recorded)
-    return Decisions([[s.service_host for s in per] for per in selections], recorded)
+        hosts = NOVALIDHOST
+    except n.exception.ComputeHostMetricNotFound as e:
+        # MetricsWeigher with [metrics] required: the request fails in Nova.
+        hosts = f'{METRIC_NOT_FOUND}: {e}'
+    failure = next((line for line in nova_side.LOG_RECORDS
+                    if 'failed to consume from instance' in line), None)
+    return Decisions(hosts, recorded, failure)
 
 
 # ------------------------------------------------------------------------------ ours

@@ -140,6 +140,9 @@ WEIGHT_RULES: dict[str, dict[str, WeightRule]] = {
 }
 
 
+METRIC_MISSING = 'a host without a weighed metric: Nova fails the request, we leave the host out'
+
+
 def weigher_raised_rule(d: WeightDiff, error: str) -> str | None:
     """doc/nova-compatibility.md, MetricsWeigher: with ``[metrics] required`` a host
     lacking a weighed metric is left out here; Nova raises and fails the request.
@@ -151,7 +154,7 @@ def weigher_raised_rule(d: WeightDiff, error: str) -> str | None:
     lacking = {h.host.name for h in offered if any(m not in h.host.metrics for m in wanted)}
     kept = {h.host.name for h in offered} - lacking
     if set(d.ours) == kept or (len(kept) <= 1 and set(d.ours) <= kept):
-        return 'a host without a weighed metric: Nova fails the request, we leave the host out'
+        return METRIC_MISSING
     return None
 
 
