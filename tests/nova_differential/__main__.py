@@ -30,8 +30,9 @@ class Tally:
     differing: collections.Counter[str] = field(default_factory=collections.Counter)
     documented: dict[str, collections.Counter[str]] = field(
         default_factory=lambda: collections.defaultdict(collections.Counter))
-    examples: dict[str, list[tuple[cloud.Case, str, tuple[str, str, str], list[str]]]] = \
-        field(default_factory=lambda: collections.defaultdict(list))
+    #: name -> (case, host, the difference): Nova's log lines are read when printed
+    examples: dict[str, list[tuple[cloud.Case, str, tuple[str, str, str]]]] = field(
+        default_factory=lambda: collections.defaultdict(list))
     names: set[str] = field(default_factory=set)
     ran: int = 0
     skipped: int = 0
@@ -48,8 +49,7 @@ class Tally:
                 self.documented[o.name][rule] += 1
             if o.differences and len(self.examples[o.name]) < REPRODUCTIONS:
                 host = o.differences[0][0]
-                self.examples[o.name].append((result.case, host, o.differences[0],
-                                              o.nova_log.get(host, [])))
+                self.examples[o.name].append((result.case, host, o.differences[0]))
 
     def merge(self, other: Tally) -> None:
         self.mattered.update(other.mattered)
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(differing.values())
     for name, found in sorted(examples.items()):
         print(f'\n## {name}: {differing[name]} case(s) differ')
-        for case, host, (_, nova_did, we_did), _log in found:
+        for case, host, (_, nova_did, we_did) in found:
             small = case if args.no_shrink else compare.shrink(case, name, host)
             print(f'\n### {case.label}, host {host} (shrunk: {len(small.hosts)} host(s))')
             print(f'Nova: {nova_did}\nours: {we_did}')

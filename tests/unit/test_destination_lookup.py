@@ -25,6 +25,7 @@ from scheduler.context import RequestContext
 from scheduler.objects.spec import Destination
 from tests.builders import CELL_UUID, select, user_spec, uuid_for, uuids
 from tests.fixtures import nova_api_samples as samples
+from tests.unit.test_catalog_nova_sync import _Response
 
 ADMIN = 'admin-user'
 CONTEXT = RequestContext(request_id='req-destination', user_id=ADMIN, project_id=ADMIN)
@@ -240,16 +241,6 @@ def test_a_cell_database_that_cannot_be_read_leaves_the_catalog_as_it_was(tmp_pa
 
     assert catalog.find_nodes(None, None) == []
     assert 'read of the requested host node-7 node None failed' in caplog.text
-
-
-class _Response:
-    def __init__(self, status: int, body):
-        self.status_code = status
-        self._body = body
-        self.text = str(body)
-
-    def json(self):
-        return self._body
 
 
 class SearchAdapter:
