@@ -29,6 +29,7 @@ from scheduler.conf import (
     placement_database,
     scheduler,
     service,
+    upgrade_levels,
     workarounds,
 )
 
@@ -52,6 +53,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     placement_database.register_opts(conf)
     notifications.register_opts(conf)
     workarounds.register_opts(conf)
+    upgrade_levels.register_opts(conf)
     log.register_options(conf)
     _register_messaging_opts(conf)
 

@@ -22,6 +22,7 @@ from scheduler.conf import (
     placement_database,
     scheduler,
     service,
+    upgrade_levels,
     workarounds,
 )
 
@@ -29,7 +30,8 @@ from scheduler.conf import (
 CONTROL_EXCHANGE = 'nova'
 
 _MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, neutron, pci,
-            cell_database, placement_database, notifications, workarounds)
+            cell_database, placement_database, notifications, workarounds,
+            upgrade_levels)
 
 
 def set_defaults() -> None:

@@ -11,13 +11,16 @@ them): 4.0-4.2 send the legacy
 ``request_spec``/``filter_properties`` dicts and no instance uuids, 4.3 a
 ``spec_obj`` without them (nothing is claimed), 4.4 adds ``instance_uuids``
 (claims) and 4.5 ``return_objects``/``return_alternates``; without
-``return_objects`` the answer is Nova's legacy host dicts. Unknown methods and
+``return_objects`` the answer is Nova's legacy host dicts, with it Selections at
+the versions the calling release reads (scheduler/objects/nova_releases.py,
+capped by ``[upgrade_levels] reply_objects``). Unknown methods and
 versions never reach this module: oslo.messaging's dispatcher answers them
 with ``NoSuchMethod``/``UnsupportedVersion``. Everything else on an endpoint
 is private, so that no attribute can be called as a method.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -26,7 +29,8 @@ import oslo_messaging as messaging
 from scheduler import exceptions as exc
 from scheduler import metrics
 from scheduler.context import RequestContext
-from scheduler.objects import codec
+from scheduler.objects import codec, nova_releases
+from scheduler.objects.nova_releases import Version
 from scheduler.objects.selection import Selection
 
 LOG = logging.getLogger(__name__)
@@ -51,6 +55,11 @@ class SchedulerEndpoint:
         self._limits = limits
         # scheduler.notifications.SelectDestinationsNotifier, or None: notifications off
         self._notifier = notifier
+        # The manager's configuration is the service's; a manager without one
+        # (tests) leaves replies uncapped.
+        cap = getattr(getattr(manager, 'conf', None), 'upgrade_levels', None)
+        self._reply_cap = (None if cap is None or cap.reply_objects == 'auto'
+                           else cap.reply_objects)
 
     @messaging.expected_exceptions(*exc.EXPECTED_RPC_ERRORS)
     def select_destinations(self, ctxt: RequestContext, request_spec: Any = None,
@@ -74,8 +83,10 @@ class SchedulerEndpoint:
                 raise exc.InvalidInput(reason='select_destinations: spec_obj is required')
             spec = codec.decode_legacy_request(request_spec, filter_properties or {},
                                                limits=self._limits)
+            sent: dict[str, Version] = {}
         else:
             spec = codec.decode_request_spec(spec_obj, limits=self._limits)
+            sent = codec.sent_versions(spec_obj)
         uuids = None
         if instance_uuids is not None:
             uuids = codec.validate_instance_uuids(instance_uuids, limits=self._limits)
@@ -90,7 +101,9 @@ class SchedulerEndpoint:
         answer = self._manager.select_destinations(
             ctxt, spec, uuids, return_objects=return_objects,
             return_alternates=return_alternates,
-            finish=_encode_objects if return_objects else _encode_legacy)
+            finish=(functools.partial(_encode_objects,
+                                      nova_releases.reply_versions(sent, self._reply_cap))
+                    if return_objects else _encode_legacy))
         if self._notifier is not None:
             # As in Nova: no .end for a request that failed.
             self._notifier.end(ctxt, spec)
@@ -135,8 +148,10 @@ class SchedulerEndpoint:
             LOG.exception('could not apply %s cast', method)
 
 
-def _encode_objects(selections: list[list[Selection]]) -> list[list[dict[str, Any]]]:
-    return [[codec.encode_selection(s) for s in per_instance] for per_instance in selections]
+def _encode_objects(versions: dict[str, Version],
+                    selections: list[list[Selection]]) -> list[list[dict[str, Any]]]:
+    return [[codec.encode_selection(s, versions) for s in per_instance]
+            for per_instance in selections]
 
 
 def _encode_legacy(selections: list[list[Selection]]) -> list[dict[str, Any]]:

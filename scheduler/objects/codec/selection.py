@@ -1,10 +1,15 @@
-"""Selection 1.1 (with its SchedulerLimits 1.0): encoded exactly as nova-conductor
+"""Selection 1.0-1.1 (with its SchedulerLimits 1.0): encoded exactly as nova-conductor
 deserializes it, ``nova_object.changes`` listing every field as Nova's own
 ``obj_to_primitive`` does for objects built by their constructor; decoded for
-our own RPC client."""
+our own RPC client.
+
+A reply is written at the version its caller reads (scheduler/objects/nova_releases.py
+chooses it): fields newer than that version are left out, as Nova's own
+``obj_make_compatible`` leaves them out of a backported primitive."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.objects.codec.bounded import (
@@ -20,10 +25,16 @@ from scheduler.objects.codec.bounded import (
     encode_str,
     envelope,
 )
+from scheduler.objects.nova_releases import Version, format_version, parse_version
 from scheduler.objects.selection import SchedulerLimits, Selection
 
 SELECTION_VERSION = '1.1'
 SCHEDULER_LIMITS_VERSION = '1.0'
+#: The Selection fields that came after 1.0, with the version that added them.
+SELECTION_FIELDS_SINCE: dict[str, Version] = {'availability_zone': (1, 1)}
+#: The newest version of each reply object this codec can write.
+NEWEST: dict[str, Version] = {'Selection': parse_version(SELECTION_VERSION),
+                              'SchedulerLimits': parse_version(SCHEDULER_LIMITS_VERSION)}
 
 
 def decode_selection(primitive: Any, *, limits: DecodeLimits = DecodeLimits(),
@@ -33,14 +44,29 @@ def decode_selection(primitive: Any, *, limits: DecodeLimits = DecodeLimits(),
     return SelectionReader(limits).selection(primitive, path)
 
 
-def encode_selection(sel: Selection) -> dict[str, Any]:
-    """The Selection 1.1 primitive nova-conductor deserializes."""
+def _target(name: str, versions: Mapping[str, Version] | None) -> Version:
+    newest = NEWEST[name]
+    target = newest if versions is None else versions.get(name, newest)
+    if target[0] != newest[0] or target > newest:
+        # A caller that reads only something newer than we can write is not one
+        # we know; an answer at a version we cannot write would be a lie.
+        raise EncodeError(f'{name} {format_version(target)} cannot be written '
+                          f'(newest known: {format_version(newest)})')
+    return target
+
+
+def encode_selection(sel: Selection,
+                     versions: Mapping[str, Version] | None = None) -> dict[str, Any]:
+    """The Selection primitive nova-conductor deserializes, at ``versions['Selection']``
+    (its SchedulerLimits at ``versions['SchedulerLimits']``); the newest without."""
+    target = _target('Selection', versions)
     data = {
         'compute_node_uuid': encode_str(sel.compute_node_uuid, 'compute_node_uuid', uuid=True),
         'service_host': encode_str(sel.service_host, 'service_host'),
         'nodename': encode_str(sel.nodename, 'nodename'),
         'cell_uuid': encode_str(sel.cell_uuid, 'cell_uuid', uuid=True),
-        'limits': None if sel.limits is None else encode_scheduler_limits(sel.limits),
+        'limits': (None if sel.limits is None
+                   else encode_scheduler_limits(sel.limits, versions)),
         'allocation_request': encode_str(sel.allocation_request, 'allocation_request',
                                        nullable=True),
         'allocation_request_version': encode_str(sel.allocation_request_version,
@@ -48,7 +74,10 @@ def encode_selection(sel: Selection) -> dict[str, Any]:
         'availability_zone': encode_str(sel.availability_zone, 'availability_zone',
                                       nullable=True),
     }
-    return envelope('Selection', SELECTION_VERSION, data)
+    for field, since in SELECTION_FIELDS_SINCE.items():
+        if target < since:
+            del data[field]
+    return envelope('Selection', format_version(target), data)
 
 
 
@@ -105,9 +134,11 @@ def _enc_numa_limits(value: Any) -> dict[str, Any] | None:
     return copy.deepcopy(value)
 
 
-def encode_scheduler_limits(limits: SchedulerLimits) -> dict[str, Any]:
+def encode_scheduler_limits(limits: SchedulerLimits,
+                            versions: Mapping[str, Version] | None = None) -> dict[str, Any]:
+    target = _target('SchedulerLimits', versions)
     # Nova's SchedulerLimits.from_dict sets all four fields, null or not.
-    return envelope('SchedulerLimits', SCHEDULER_LIMITS_VERSION, {
+    return envelope('SchedulerLimits', format_version(target), {
         'numa_topology': _enc_numa_limits(limits.numa_topology),
         'vcpu': _enc_limit(limits.vcpu, 'vcpu'),
         'disk_gb': _enc_limit(limits.disk_gb, 'disk_gb'),
