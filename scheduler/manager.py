@@ -43,6 +43,7 @@ from scheduler.explain import RequestTrace
 from scheduler.filters.base import BaseHostFilter
 from scheduler.host_state import HostData
 from scheduler.host_table import HostView
+from scheduler.journal.requests import RequestJournal
 from scheduler.memory import DeferredRelease, paused_gc
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
@@ -56,6 +57,7 @@ from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
 from scheduler.pipeline.hosts import HostBuilder
 from scheduler.pipeline.placement_query import PlacementQuery
+from scheduler.pipeline.recovery import write_ahead
 from scheduler.pipeline.spread import Spread
 from scheduler.provider_view.view import Match, ProviderView
 from scheduler.request.filters import AggregateSource, RequestFilter
@@ -70,6 +72,7 @@ class SchedulerManager:
                  filters: Sequence[BaseHostFilter], weighers: Sequence[BaseHostWeigher],
                  request_filters: Sequence[RequestFilter],
                  cleanups: claims_mod.PendingCleanups | None = None,
+                 journal: RequestJournal | None = None,
                  release: DeferredRelease | None = None,
                  rng: random.Random | None = None,
                  resolver: HostResolver | None = None,
@@ -90,7 +93,11 @@ class SchedulerManager:
         self.rng = rng or random.Random()
         self.claimer = claims_mod.Claimer(
             placement, max_attempts=conf.scheduler.claim_max_retries,
-            retry_delay=conf.scheduler.claim_retry_delay, rng=self.rng)
+            retry_delay=conf.scheduler.claim_retry_delay, rng=self.rng,
+            # Each claim is journaled before its PUT: undone if its request is never
+            # answered (scheduler/pipeline/recovery.py).
+            write_ahead=(functools.partial(write_ahead, journal) if journal is not None
+                         else None))
         self.cleanups = cleanups or claims_mod.PendingCleanups(
             placement, interval=conf.scheduler.cleanup_retry_interval)
         # A request's Placement answer and host table are freed after its reply.

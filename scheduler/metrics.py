@@ -267,6 +267,13 @@ CATALOG_INSTANCES = REGISTRY.register(Gauge(
 PENDING_CLEANUPS = REGISTRY.register(Gauge(
     'scheduler_pending_cleanups',
     'Claims whose roll-back failed and is being retried in the background.'))
+RECOVERED_CLAIMS = REGISTRY.register(Counter(
+    'scheduler_recovered_claims_total',
+    'Claims of requests never answered (their worker, the service or the machine died '
+    'first) that the claims journal held, by outcome: undone (given back), left (Placement '
+    'no longer showed them as claimed: never landed, or changed since), refused (a move\'s '
+    'previous allocations no longer fit).',
+    ('outcome',)))
 
 # ------------------------------------------------------------------ instrumentation
 

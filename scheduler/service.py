@@ -20,6 +20,9 @@ from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
 from scheduler.conf.placement import load_client
+from scheduler.journal.log import JournalError
+from scheduler.journal.requests import RequestJournal
+from scheduler.journal.worker import open_worker_journal
 from scheduler.manager import SchedulerManager
 from scheduler.objects.codec import DecodeLimits
 from scheduler.pipeline.claimer import PendingCleanups
@@ -29,6 +32,7 @@ from scheduler.request.filters import load_request_filters
 from scheduler.request.routed_networks import RoutedNetworkSources
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
 from scheduler.rpc.serializer import ContextSerializer
+from scheduler.rpc.server import get_rpc_server
 from scheduler.rpc.transport import get_transport
 
 LOG = logging.getLogger(__name__)
@@ -69,6 +73,23 @@ def destination_lookup(conf: cfg.ConfigOpts, catalog: HostCatalog,
                              configured, retry_after=conf.scheduler.unresolved_hosts_retry)
 
 
+def claims_journal(conf: cfg.ConfigOpts, worker_index: int
+                   ) -> tuple[RequestJournal | None, dict[int, dict]]:
+    """This worker's claims journal and the records a dead process left in it;
+    (None, {}) when ``[claims_journal] directory`` is empty."""
+    opts = conf.claims_journal
+    if not opts.directory:
+        LOG.warning('[claims_journal] directory is empty: the claims of a worker that dies '
+                    'before it answers will not be given back')
+        return None, {}
+    try:
+        return open_worker_journal(opts.directory, host=conf.host, index=worker_index,
+                                   workers=conf.scheduler.workers or 1, fsync=opts.fsync,
+                                   compact_bytes=opts.compact_bytes, lock_wait=opts.lock_wait)
+    except JournalError as e:
+        raise exc.ConfigurationError(f'[claims_journal] directory: {e}') from e
+
+
 class SchedulerService:
     """Builds the worker from configuration; fails fast on configuration errors.
 
@@ -101,12 +122,17 @@ class SchedulerService:
         neutron = neutron_from_conf(conf)
         filter_sources = (RoutedNetworkSources(self.catalog, neutron, self.placement)
                           if neutron is not None else self.catalog)
+        # Opened before anything can claim; what a dead process left is given back
+        # once the service starts.
+        self.journal, self._unanswered = claims_journal(conf, worker_index)
         self.cleanups = PendingCleanups(self.placement,
-                                        interval=conf.scheduler.cleanup_retry_interval)
+                                        interval=conf.scheduler.cleanup_retry_interval,
+                                        journal=self.journal)
         board = claims_board.of_worker(worker_index) if claims_board is not None else None
         self.manager = SchedulerManager(conf, placement=self.placement, catalog=self.catalog,
                                         filters=filters, weighers=weighers,
                                         request_filters=request_filters, cleanups=self.cleanups,
+                                        journal=self.journal,
                                         resolver=self.resolver,
                                         destinations=destination_lookup(
                                             conf, self.catalog, self.cell_db_sync,
@@ -140,9 +166,9 @@ class SchedulerService:
             # ones choose it themselves and warn that the argument is deprecated,
             # older ones need it spelt out.
             warnings.simplefilter('ignore', DeprecationWarning)
-            self.server = messaging.get_rpc_server(
-                self.transport, target, endpoints, executor='threading',
-                serializer=ContextSerializer(), access_policy=dispatcher.DefaultRPCAccessPolicy)
+            self.server = get_rpc_server(
+                self.transport, target, endpoints, serializer=ContextSerializer(),
+                access_policy=dispatcher.DefaultRPCAccessPolicy, journal=self.journal)
         LOG.info('scheduler ready: topic %s, server %s, filters %s, weighers %s',
                  conf.scheduler.rpc_topic, conf.host,
                  [type(f).__name__ for f in filters], [type(w).__name__ for w in weighers])
@@ -166,6 +192,10 @@ class SchedulerService:
     def start(self) -> None:
         if self.metrics is not None:
             self.metrics.start()
+        # In the background, from now on: Placement may be down, and new calls
+        # need not wait for the old claims.
+        self.cleanups.recover(self._unanswered)
+        self._unanswered = {}
         if self.nova_sync is not None:
             # A bounded head start, so that the first calls already see Nova's
             # aggregates and services; the sync never holds up a call after that.
@@ -190,6 +220,8 @@ class SchedulerService:
         """Return when every call in flight has been answered."""
         self.server.wait()
         self.cleanups.stop()
+        if self.journal is not None:
+            self.journal.close()
         self.manager.release.stop()
         if self.nova_sync is not None:
             self.nova_sync.stop()

@@ -7,7 +7,10 @@ defaults wraps one of these in a named helper of its own.
 """
 from __future__ import annotations
 
+import atexit
 import datetime
+import shutil
+import tempfile
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -294,7 +297,14 @@ def service_conf(**options: Any) -> cfg.ConfigOpts:
     scheduler_conf.register_opts(conf)
     conf([], project=scheduler_conf.PROJECT, default_config_files=[], default_config_dirs=[],
          use_env=False)
-    return override(conf, **options)
+    # Each service its own claims journal, never the machine's /var/lib.
+    return override(conf, state_path=_scratch_directory(), **options)
+
+
+def _scratch_directory() -> str:
+    path = tempfile.mkdtemp(prefix='scheduler-test-state-')
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def override(conf: cfg.ConfigOpts, **options: Any) -> cfg.ConfigOpts:

@@ -8,6 +8,7 @@ SIGTERM is passed on and each worker finishes its calls in flight within
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -28,6 +29,8 @@ LOG = logging.getLogger(__name__)
 EXIT_CONFIG = 2
 # A worker that dies sooner than this after its start is restarted only after a pause.
 _MIN_WORKER_LIFETIME = 5.0
+# prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
@@ -65,6 +68,22 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
     return 0
 
 
+def _stop_when_parent_dies(parent: int) -> None:
+    """Have the kernel send this worker SIGTERM when the supervisor dies (Linux).
+
+    A worker left behind by a killed supervisor would go on serving, holding its
+    claims journal, beside the workers of the restarted service; it finishes its
+    calls and exits instead.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):   # not Linux: the operator's init stops them
+        return
+    if os.getppid() != parent:          # it died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class Supervisor:
     def __init__(self, conf: cfg.ConfigOpts, workers: int):
         self.conf = conf
@@ -79,10 +98,16 @@ class Supervisor:
                              if conf.scheduler.provider_view else None)
 
     def _spawn(self, index: int) -> None:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
             code = 1
             try:
+                # Not the supervisor's handlers (they signal its children): until the
+                # worker installs its own, SIGTERM simply ends it.
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, signal.SIG_DFL)
+                _stop_when_parent_dies(parent)
                 code = run_worker(self.conf, index, self.claims_board)
             except Exception:
                 LOG.exception('worker crashed')

@@ -2,9 +2,10 @@
 
 One module per option group (``scheduler``, ``filter_scheduler``, ``metrics``,
 ``placement``, ``nova``, ``pci``, ``cell_database``, ``placement_database``,
-``notifications``, ``workarounds``, and ``service`` for ``[DEFAULT]``); ``opts`` feeds
-oslo-config-generator. Options of oslo.log and oslo.messaging are registered here too,
-so a parsed configuration can be validated and read before any transport exists.
+``notifications``, ``workarounds``, ``claims_journal``, and ``service`` for
+``[DEFAULT]``); ``opts`` feeds oslo-config-generator. Options of oslo.log and
+oslo.messaging are registered here too, so a parsed configuration can be validated and
+read before any transport exists.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from oslo_log import log
 
 from scheduler.conf import (
     cell_database,
+    claims_journal,
     filter_scheduler,
     metrics,
     neutron,
@@ -54,6 +56,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     notifications.register_opts(conf)
     workarounds.register_opts(conf)
     upgrade_levels.register_opts(conf)
+    claims_journal.register_opts(conf)
     log.register_options(conf)
     _register_messaging_opts(conf)
 

@@ -12,6 +12,7 @@ from oslo_config import cfg
 
 from scheduler.conf import (
     cell_database,
+    claims_journal,
     filter_scheduler,
     metrics,
     neutron,
@@ -30,7 +31,7 @@ from scheduler.conf import (
 CONTROL_EXCHANGE = 'nova'
 
 _MODULES = (service, scheduler, filter_scheduler, metrics, placement, nova, neutron, pci,
-            cell_database, placement_database, notifications, workarounds,
+            cell_database, placement_database, notifications, workarounds, claims_journal,
             upgrade_levels)
 
 

@@ -24,6 +24,11 @@ service_opts = [
                help='Default availability zone for compute services.\n\n'
                     'The availability zone of a host that is in no aggregate with '
                     '``availability_zone`` metadata, as reported in Selections.'),
+    cfg.StrOpt('state_path', default='/var/lib/placement-scheduler',
+               help="Top-level directory for maintaining the service's state.\n\n"
+                    'Holds the claims journal (``[claims_journal] directory``). Nova\'s '
+                    'default is its package directory; this service\'s is a directory of '
+                    'its own, as distribution packages set Nova\'s.'),
     cfg.IntOpt('graceful_shutdown_timeout', default=180,
                help='Specify a timeout after which a gracefully shutdown server will exit. '
                     'Zero value means endless wait.\n\n'

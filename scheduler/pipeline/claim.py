@@ -208,10 +208,14 @@ class Claiming:
                         'landed, the instance holds source and destination allocations',
                         instance_uuid)
             return
+        # The generation the claim would have given the consumer (the journal's
+        # record of it is undone only at that generation).
+        before = known.consumer_generation if known is not None else None
         maybe = claims_mod.Claim(consumer_uuid=instance_uuid,
                                  allocations={rp: dict(r) for rp, r in
                                               alloc_req.allocations.items()},
-                                 generation=0, project_id=project_id, user_id=user_id)
+                                 generation=(before or 0) + 1, project_id=project_id,
+                                 user_id=user_id)
         self.cleanups.undo_now_or_later([maybe], request_id=context.global_id, verify=True)
 
 

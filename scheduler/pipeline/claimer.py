@@ -22,19 +22,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler import metrics
+from scheduler.journal.requests import RequestJournal
+from scheduler.pipeline import recovery
+from scheduler.pipeline.claim_state import (
+    BadRecord,
+    Claim,
+    claim_from_record,
+    claim_record,
+    same_allocations,
+)
 
 LOG = logging.getLogger(__name__)
 
 #: ClaimFailed's reason when Placement refused the claim for capacity.
 CAPACITY_EXCEEDED = 'capacity exceeded'
-
-Allocations = Mapping[str, Mapping[str, int]]
-
 
 class ClaimFailed(Exception):
     """This candidate cannot be claimed; ``reason`` is a short, countable phrase.
@@ -49,26 +56,6 @@ class ClaimFailed(Exception):
         self.reason = reason
         self.detail = detail
         self.known = known
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim this service made, and what undoing it takes."""
-
-    consumer_uuid: str
-    #: what the consumer holds because of the claim (provider -> class -> amount)
-    allocations: Allocations
-    #: the consumer generation right after the claim
-    generation: int
-    #: the consumer's owner as the claim sent it (None: the request named none)
-    project_id: str | None
-    user_id: str | None
-    #: what the consumer held before; None when the claim created it
-    previous: ConsumerAllocations | None = None
-
-    @property
-    def is_move(self) -> bool:
-        return self.previous is not None
 
 
 def alongside(held: ConsumerAllocations, alloc_req: AllocationRequest) -> AllocationRequest:
@@ -96,6 +83,9 @@ class Claimer:
     retry_delay: float = 0.2
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
+    #: Told of each claim just before its ``PUT`` (the claims journal): a claim
+    #: whose request is never answered is undone from what it was told.
+    write_ahead: Callable[[Claim, str | None], None] | None = None
 
     @metrics.stage('claim')
     def claim(self, instance_uuid: str, alloc_req: AllocationRequest, *,
@@ -123,6 +113,11 @@ class Claimer:
             owner_project = (held.project_id if held is not None and held.project_id
                              else project_id)
             owner_user = (held.user_id if held is not None and held.user_id else user_id)
+            # What the consumer holds once this PUT lands, and what undoing it takes.
+            landed = Claim(instance_uuid, sent.allocations, (generation or 0) + 1,
+                           owner_project, owner_user, previous=held)
+            if self.write_ahead is not None:
+                self.write_ahead(landed, request_id)
             try:
                 self.client.put_allocations(
                     instance_uuid, sent, project_id=owner_project, user_id=owner_user,
@@ -159,8 +154,7 @@ class Claimer:
                              'claiming alongside them (a move)', instance_uuid,
                              len(known.allocations))
                 continue
-            return Claim(instance_uuid, sent.allocations, (generation or 0) + 1, owner_project,
-                         owner_user, previous=held)
+            return landed
         raise ClaimFailed('concurrent updates', str(last), known=known) from last
 
     def _read_consumer(self, instance_uuid: str, conflict: pexc.ConsumerGenerationConflict,
@@ -189,7 +183,7 @@ def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, ve
     if claim.previous is None:
         if verify:
             current = client.get_allocations(claim.consumer_uuid, request_id=request_id)
-            if not _same(current.allocations, claim.allocations):
+            if not same_allocations(current.allocations, claim.allocations):
                 LOG.warning('allocations of %s changed since this service claimed them; '
                             'leaving them as they are', claim.consumer_uuid)
                 return
@@ -210,9 +204,9 @@ def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, ve
             return
         except pexc.ConsumerGenerationConflict:
             current = client.get_allocations(claim.consumer_uuid, request_id=request_id)
-            if _same(current.allocations, previous.allocations):
+            if same_allocations(current.allocations, previous.allocations):
                 return  # restored already (an earlier answer was lost)
-            if not _same(current.allocations, claim.allocations):
+            if not same_allocations(current.allocations, claim.allocations):
                 LOG.warning('allocations of %s changed since this service claimed them; '
                             'not restoring its previous allocations over them',
                             claim.consumer_uuid)
@@ -226,27 +220,30 @@ def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, ve
               'changing', claim.consumer_uuid)
 
 
-def _same(a: Allocations, b: Allocations) -> bool:
-    return ({rp: dict(r) for rp, r in a.items() if r}
-            == {rp: dict(r) for rp, r in b.items() if r})
-
-
 class PendingCleanups:
     """Claims this service must undo, retried until Placement agrees.
 
     An undo that fails (Placement down mid-request) is not forgotten: it stays
-    here and a background thread retries it every ``interval`` seconds. The
-    set lives in memory only: a restart loses it, which ``doc/`` lists among
-    what is out of scope for this release.
+    here and a background thread retries it every ``interval`` seconds. With a
+    journal, each such claim is kept in it too, and so are the claims a dead
+    process left there (:meth:`recover`): whatever is killed, the claims of a
+    request nobody answered are undone once a worker runs again.
     """
 
-    def __init__(self, client: PlacementAPI, *, interval: float = 5.0):
+    def __init__(self, client: PlacementAPI, *, interval: float = 5.0,
+                 journal: RequestJournal | None = None):
         self._client = client
         self._interval = interval
+        self._journal = journal
         # consumer -> the claim to undo, or None for a plain delete
         self._pending: dict[str, Claim | None] = {}
+        # consumer -> the journal record of its pending undo
+        self._kept: dict[str, int] = {}
+        # journal record -> a claim a dead process left, and the request that made it
+        self._recovered: dict[int, tuple[Claim, str | None]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def undo_now_or_later(self, claims: list[Claim], *, request_id: str | None,
@@ -259,8 +256,31 @@ class PendingCleanups:
 
     def delete_now_or_later(self, consumer_uuids: list[str], *,
                             request_id: str | None) -> list[str]:
-        """Delete each consumer's allocations; returns those left for later."""
+        """Delete each consumer's allocations; returns those left for later. Not
+        journaled: the request flow gives claims back with :meth:`undo_now_or_later`."""
         return self._now_or_later([(c, None) for c in consumer_uuids], request_id)
+
+    def recover(self, records: Mapping[int, Mapping[str, Any]]) -> None:
+        """Undo, in the background and starting now, the claims of journal ``records``
+        that a dead process left (each only if Placement still shows it unchanged)."""
+        claims: dict[int, tuple[Claim, str | None]] = {}
+        bad: list[int] = []
+        for ident, record in sorted(records.items()):
+            try:
+                claims[ident] = claim_from_record(record)
+            except BadRecord as e:
+                LOG.warning('claims journal record %d skipped: %s', ident, e)
+                bad.append(ident)
+        if bad and self._journal is not None:
+            self._journal.drop(bad)
+        if not claims:
+            return
+        LOG.info('%d claim(s) of requests that were never answered are to be given back',
+                 len(claims))
+        with self._lock:
+            self._recovered.update(claims)
+        self._ensure_thread()
+        self._wake.set()
 
     def _now_or_later(self, items: list[tuple[str, Claim | None]],
                       request_id: str | None, *, verify: bool = False) -> list[str]:
@@ -273,8 +293,15 @@ class PendingCleanups:
                             consumer, type(exc).__name__)
                 left[consumer] = claim
         if left:
+            kept = {consumer: self._journal.keep(claim_record(claim, request_id))
+                    for consumer, claim in left.items()
+                    if claim is not None and self._journal is not None}
             with self._lock:
                 self._pending.update(left)
+                replaced = [self._kept[c] for c in kept if c in self._kept]
+                self._kept.update(kept)
+            if replaced and self._journal is not None:
+                self._journal.drop(replaced)
             self._ensure_thread()
         return list(left)
 
@@ -286,21 +313,42 @@ class PendingCleanups:
             undo_claim(self._client, claim, request_id=request_id, verify=verify)
 
     def pending(self) -> set[str]:
+        """The consumers whose undo is waiting for Placement (recovered ones included)."""
         with self._lock:
-            return set(self._pending)
+            return set(self._pending) | {c.consumer_uuid for c, _ in self._recovered.values()}
 
     def retry_once(self) -> None:
         with self._lock:
             items = sorted(self._pending.items())
-        for consumer, claim in items:
+            recovered = sorted(self._recovered.items())
+        for ident, (claim, request_id) in recovered:
+            try:
+                outcome = recovery.undo_if_unchanged(self._client, claim,
+                                                     request_id=request_id)
+            except pexc.PlacementError as exc:
+                LOG.warning('could not give back the claim of %s of request %s yet (%s); '
+                            'will retry', claim.consumer_uuid, request_id,
+                            type(exc).__name__)
+                return
+            with self._lock:
+                self._recovered.pop(ident, None)
+            if self._journal is not None:
+                self._journal.drop([ident])
+            metrics.RECOVERED_CLAIMS.inc(outcome=outcome.value)
+            LOG.info('request %s: %s', request_id, _RECOVERED[outcome] % claim.consumer_uuid)
+        for consumer, pending in items:
             try:
                 # Time has passed: a created consumer is deleted only if it still
                 # holds what this service wrote.
-                self._undo(consumer, claim, request_id=None, verify=True)
+                self._undo(consumer, pending, request_id=None, verify=True)
             except pexc.PlacementError:
                 return  # Placement still unhappy: try again next round
             with self._lock:
-                self._pending.pop(consumer, None)
+                if self._pending.get(consumer) is pending:
+                    del self._pending[consumer]
+                kept = self._kept.pop(consumer, None)
+            if kept is not None and self._journal is not None:
+                self._journal.drop([kept])
             LOG.info('gave back the allocations of %s left by an earlier rollback', consumer)
 
     def _ensure_thread(self) -> None:
@@ -314,12 +362,29 @@ class PendingCleanups:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stop.is_set():
+            # Recovered claims are tried at once; roll-backs that just failed
+            # after an interval.
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self.retry_once()
             with self._lock:
-                if not self._pending:
+                if not self._pending and not self._recovered:
                     self._thread = None
                     return
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+
+
+_RECOVERED = {
+    recovery.Outcome.UNDONE: 'gave back the claim of %s, made by a process that died '
+                             'before answering',
+    recovery.Outcome.LEFT: 'left the allocations of %s alone: Placement no longer shows them '
+                           'as the unanswered claim left them',
+    recovery.Outcome.REFUSED: 'could not give back the claim of %s: Placement refused the '
+                              'previous allocations',
+}

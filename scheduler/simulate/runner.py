@@ -8,11 +8,14 @@ summary reports what Placement holds, not what the scheduler believes.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
 import logging
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +63,12 @@ def build_conf(config_file: str | None = None) -> cfg.ConfigOpts:
     conf(args, project=scheduler_conf.PROJECT, default_config_files=[],
          default_config_dirs=[], use_env=False)
     conf.set_override('transport_url', TRANSPORT_URL)
+    # A journal of its own: an operator's file must not point a simulation at the
+    # running service's journal (it is held), and the simulation's claims are in its
+    # own embedded Placement.
+    scratch = tempfile.mkdtemp(prefix='scheduler-simulate-')
+    atexit.register(shutil.rmtree, scratch, True)
+    conf.set_override('directory', scratch, group='claims_journal')
     _check_values(conf)
     return conf
 

@@ -357,6 +357,7 @@ class SwappedScheduler:
         text = textwrap.dedent(f"""\
             [DEFAULT]
             host = {self.host}
+            state_path = {self._dir}
 
             [scheduler]
             default_cell_uuid = {self._default_cell_uuid()}

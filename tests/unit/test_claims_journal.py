@@ -1,0 +1,275 @@
+"""The claims journal on disk: what survives the process, what is skipped, what is bounded.
+
+Real files in a temporary directory, real ``flock``s and, where a process must
+die, a real forked process that exits without closing anything.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import pytest
+
+from placement_client.models import ConsumerAllocations
+from scheduler.journal import log as journal_log
+from scheduler.journal.log import JournalError, JournalFile, journal_name, take_over
+from scheduler.journal.requests import NotServing, RequestJournal
+from scheduler.journal.worker import open_worker_journal
+from scheduler.pipeline.claim_state import BadRecord, Claim, claim_from_record, claim_record
+
+RP = '4a7c4bb4-4c5e-4d29-9d3e-8f3b5f6d2a10'
+INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b01'
+
+
+def record(n: int) -> dict:
+    return {'consumer': f'consumer-{n}', 'allocations': {RP: {'VCPU': n}}}
+
+
+@pytest.fixture
+def journal(tmp_path):
+    opened = JournalFile(tmp_path, 'claims-test-0')
+    assert opened.open() == {}
+    yield opened
+    opened.close()
+
+
+def reopen(tmp_path, name='claims-test-0') -> dict:
+    again = JournalFile(tmp_path, name)
+    try:
+        return again.open()
+    finally:
+        again.close()
+
+
+def test_records_appended_outlive_the_journal_and_dropped_ones_do_not(tmp_path, journal):
+    first, second, third = (journal.append(record(n)) for n in (1, 2, 3))
+    journal.drop([second])
+    journal.close()
+
+    assert reopen(tmp_path) == {first: record(1), third: record(3)}
+
+
+def test_ids_keep_growing_across_holders_so_an_old_drop_never_ends_a_new_record(tmp_path,
+                                                                                 journal):
+    gone = journal.append(record(1))
+    journal.drop([gone])
+    journal.close()
+    again = JournalFile(tmp_path, 'claims-test-0')
+    again.open()
+    assert again.append(record(2)) > gone
+    again.close()
+
+
+def test_a_torn_last_line_and_a_damaged_line_are_skipped_with_a_warning(tmp_path, journal,
+                                                                        caplog):
+    kept = journal.append(record(1))
+    damaged = journal.append(record(2))
+    journal.close()
+    path = tmp_path / 'claims-test-0.journal'
+    lines = path.read_bytes().splitlines(keepends=True)
+    # A flipped byte in the second record, and a third record cut off mid-line (the
+    # process died while writing it).
+    lines[1] = lines[1].replace(b'"VCPU":2', b'"VCPU":7')
+    torn = journal_log.encode_line({'id': damaged + 1, 'put': record(3)})[:-9]
+    path.write_bytes(b''.join(lines) + torn)
+
+    with caplog.at_level(logging.WARNING, logger='scheduler.journal.log'):
+        live = reopen(tmp_path)
+
+    assert live == {kept: record(1)}
+    assert 'skipped 2 damaged line(s) (line 2, 3)' in caplog.text
+
+
+@pytest.mark.parametrize('line', [
+    b'not a journal line\n',
+    b'00000000 {"id": 1, "put": {}}\n',                                # checksum wrong
+    journal_log.encode_line({'id': -1, 'put': {}}),                    # negative id
+    journal_log.encode_line({'id': 1, 'put': [], 'extra': 1}),         # unknown shape
+    journal_log.encode_line({'drop': ['1']}),                          # ids are numbers
+    journal_log.encode_line({'id': True, 'put': {}}),                  # a bool is no id
+])
+def test_lines_that_are_not_records_are_skipped(line):
+    live, highest = journal_log.replay(line)
+    assert live == {} and highest == -1
+
+
+def test_a_second_live_holder_is_refused_until_the_first_lets_go(tmp_path, journal):
+    with pytest.raises(JournalError, match='held by another live process'):
+        JournalFile(tmp_path, 'claims-test-0').open(wait=0.2)
+    journal.close()
+    assert reopen(tmp_path) == {}
+
+
+def test_a_killed_holders_records_are_there_and_its_lock_is_gone(tmp_path):
+    pid = os.fork()
+    if pid == 0:   # the worker: writes ahead, then dies without closing anything
+        child = JournalFile(tmp_path, 'claims-test-0')
+        child.open()
+        child.append(record(1))
+        os.kill(os.getpid(), 9)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
+
+    assert list(reopen(tmp_path).values()) == [record(1)]
+
+
+def test_the_file_is_compacted_once_mostly_dropped_and_live_records_survive(tmp_path):
+    journal = JournalFile(tmp_path, 'claims-test-0', fsync=False, compact_bytes=4096)
+    journal.open()
+    survivor = journal.append(record(0))
+    for n in range(1, 500):
+        journal.drop([journal.append(record(n))])
+    size = journal.size()
+    journal.close()
+
+    assert size <= 4096 + 2 * len(journal_log.encode_line({'id': 500, 'put': record(500)}))
+    assert reopen(tmp_path) == {survivor: record(0)}
+
+
+def test_concurrent_appenders_share_syncs_and_none_returns_before_its_line_is_synced(
+        tmp_path, monkeypatch):
+    journal = JournalFile(tmp_path, 'claims-test-0', fsync=True)
+    journal.open()
+    synced_bytes: list[int] = []
+    real = os.fdatasync
+
+    def slow_sync(fd: int) -> None:
+        time.sleep(0.02)      # a disk that takes its time: appenders pile up meanwhile
+        synced_bytes.append(os.fstat(fd).st_size)
+        real(fd)
+    monkeypatch.setattr(journal_log.os, 'fdatasync', slow_sync)
+    late: list[int] = []     # appenders that returned before their line was synced
+    lock = threading.Lock()
+
+    def appender(n: int) -> None:
+        ident = journal.append(record(n))
+        line = journal_log.encode_line({'id': ident, 'put': record(n)})
+        end = (tmp_path / 'claims-test-0.journal').read_bytes().index(line) + len(line)
+        with lock:
+            if not synced_bytes or max(synced_bytes) < end:
+                late.append(n)
+
+    threads = [threading.Thread(target=appender, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    journal.close()
+
+    assert late == []
+    assert len(synced_bytes) < 16, 'each append paid for its own sync'
+
+
+def test_a_request_drops_what_it_wrote_ahead_when_it_ends_and_keeps_what_it_kept(tmp_path,
+                                                                               journal):
+    requests = RequestJournal(journal)
+    with requests.serving():
+        requests.write_ahead(record(1))
+        kept = requests.keep(record(2))
+        assert journal.live() == {0, kept}
+    assert journal.live() == {kept}
+
+
+def test_a_request_that_fails_still_drops_its_records(journal):
+    requests = RequestJournal(journal)
+    with pytest.raises(RuntimeError), requests.serving():
+        requests.write_ahead(record(1))
+        raise RuntimeError('the request failed')
+    assert journal.live() == set()
+
+
+def test_writing_ahead_outside_a_request_is_refused(journal):
+    with pytest.raises(NotServing):
+        RequestJournal(journal).write_ahead(record(1))
+
+
+def test_each_thread_serves_its_own_request(journal):
+    requests = RequestJournal(journal)
+    inside, leave = threading.Event(), threading.Event()
+    theirs: list[int] = []
+
+    def other() -> None:
+        with requests.serving():
+            theirs.append(requests.write_ahead(record(2)))
+            inside.set()
+            leave.wait(5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(5)
+    with requests.serving():
+        requests.write_ahead(record(1))
+    # Ending this thread's request ended its own record, not the other's.
+    assert journal.live() == set(theirs)
+    leave.set()
+    thread.join()
+    assert journal.live() == set()
+
+
+def test_worker_zero_takes_over_the_journals_of_workers_the_service_no_longer_runs(tmp_path):
+    # A service of three workers stopped with records in workers 1 and 2's journals,
+    # restarted with two.
+    for index in (1, 2):
+        old = JournalFile(tmp_path, journal_name('sched-a', index))
+        old.open()
+        old.append(record(index))
+        old.close()
+    other_service = JournalFile(tmp_path, journal_name('sched-b', 5))
+    other_service.open()
+    other_service.append(record(9))
+    other_service.close()
+
+    zero, records = open_worker_journal(str(tmp_path), host='sched-a', index=0, workers=2,
+                                        fsync=True, compact_bytes=1 << 20, lock_wait=0)
+    try:
+        assert sorted(r['consumer'] for r in records.values()) == ['consumer-2']
+        assert set(records) == zero.log.live()
+    finally:
+        zero.close()
+    names = sorted(p.name for p in tmp_path.glob('*.journal'))
+    assert names == [journal_name('sched-a', 0) + '.journal',
+                     journal_name('sched-a', 1) + '.journal',
+                     journal_name('sched-b', 5) + '.journal']
+
+
+def test_a_journal_a_live_process_holds_is_not_taken_over(tmp_path):
+    held = JournalFile(tmp_path, journal_name('sched-a', 3))
+    held.open()
+    held.append(record(3))
+    try:
+        assert take_over(held.path, lambda live: pytest.fail('taken')) is False
+    finally:
+        held.close()
+
+
+def test_a_directory_that_cannot_be_made_is_a_clear_error(tmp_path):
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    with pytest.raises(JournalError, match='cannot use the claims journal in'):
+        JournalFile(blocker / 'journal', 'claims-test-0').open()
+
+
+@pytest.mark.parametrize('previous', [None, ConsumerAllocations(
+    INSTANCE, {RP: {'VCPU': 2}}, consumer_generation=4, project_id='p', user_id='u')])
+def test_a_claim_reads_back_from_its_record_as_it_was_written(previous):
+    claim = Claim(INSTANCE, {RP: {'VCPU': 2, 'MEMORY_MB': 512}}, 5, 'p', 'u',
+                  previous=previous)
+    assert claim_from_record(claim_record(claim, 'req-1')) == (claim, 'req-1')
+
+
+@pytest.mark.parametrize('bad', [
+    {},
+    {'consumer': INSTANCE, 'allocations': {RP: {'VCPU': '2'}}, 'generation': 1,
+     'project_id': None, 'user_id': None},
+    {'consumer': INSTANCE, 'allocations': [], 'generation': 1, 'project_id': None,
+     'user_id': None},
+    {'consumer': INSTANCE, 'allocations': {RP: 3}, 'generation': 1, 'project_id': None,
+     'user_id': None},
+    {'consumer': INSTANCE, 'allocations': {}, 'generation': None, 'project_id': None,
+     'user_id': None},
+])
+def test_a_record_that_is_not_a_claim_is_refused(bad):
+    with pytest.raises(BadRecord):
+        claim_from_record(bad)
