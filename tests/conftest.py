@@ -10,7 +10,11 @@ from tests.fixtures.placement import (  # noqa: F401 - pytest finds fixtures by 
     placement_conf,
 )
 from tests.fixtures.postgres_placement import postgres_placement  # noqa: F401,E402
-from tests.fixtures.service import start_scheduler, transport_url  # noqa: F401,E402
+from tests.fixtures.service import (  # noqa: F401,E402
+    rabbit_url,
+    start_scheduler,
+    transport_url,
+)
 
 # tests/interop drives the service with Nova's own client and needs Nova installed:
 # `tox -e interop` sets SCHEDULER_TEST_INTEROP=1; other runs do not collect it.

@@ -29,7 +29,6 @@ from tests.fixtures.processes import REPO, wait_for, write_config
 from tests.fixtures.service import conf_for
 from tests.functional import chaos
 from tests.functional.cloud import add_host
-from tests.functional.test_service_process import rabbit_url  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.rabbit
 CALL_TIMEOUT = 6.0

@@ -21,19 +21,9 @@ from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
 from tests.builders import CONTEXT, boot_spec, new_uuids, select
 from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config
-from tests.fixtures.service import RABBIT_URL, REQUIRE_RABBIT, conf_for, rabbit_answers
+from tests.fixtures.service import conf_for
 from tests.functional.cloud import add_host
 from tests.functional.test_metrics_endpoint import scrape, two_free_ports, value
-
-
-@pytest.fixture
-def rabbit_url() -> str:
-    if not rabbit_answers():
-        if REQUIRE_RABBIT:
-            pytest.fail('RabbitMQ on 127.0.0.1:5672 does not answer and '
-                        'SCHEDULER_TEST_REQUIRE_RABBIT=1: the real broker path must run here')
-        pytest.skip('RabbitMQ on 127.0.0.1:5672 does not answer (worker processes need a broker)')
-    return RABBIT_URL
 
 
 @pytest.fixture
