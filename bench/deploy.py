@@ -370,6 +370,8 @@ def write_service_config(path: pathlib.Path, *, placement_url: str, transport_ur
     lines = [
         '[DEFAULT]', f'transport_url = {transport_url}', f'control_exchange = {exchange}',
         f'host = {host}', 'graceful_shutdown_timeout = 10',
+        # The claims journal (on, as shipped) beside the run's other files.
+        f'state_path = {path.parent}',
         # The hosts file's heartbeats are static (written just before the start):
         # a longer down time keeps the hosts that were up, up for the whole run.
         f'service_down_time = {SERVICE_DOWN_TIME}', '',

@@ -474,6 +474,17 @@ def run_throughput(providers: int = DEFAULT_PROVIDERS,
             rows.append(Row(f'throughput: {count} service worker{"s" if count > 1 else ""}',
                             providers, phase.rate, unit='req/s',
                             note=_phase_note(phase, statuses, clients)))
+        # The baseline of the claims journal (on, as shipped, in the phases above):
+        # the most workers once more without it, in the same run.
+        journal_off = max(workers)
+        deploy.analyze(dep.placement, vacuum=True)
+        phase, statuses = _scheduler_phase(dep, journal_off, clients, seconds, warmup,
+                                           extra_config='[claims_journal]\ndirectory =\n')
+        rows.append(Row(f'throughput: {journal_off} workers, no claims journal (baseline)',
+                        providers, phase.rate, unit='req/s',
+                        ratio=phase.rate / measured[journal_off] if measured[journal_off]
+                        else 0.0, note=_phase_note(phase, statuses, clients)
+                        + '; ratio: this / the same workers with the journal'))
         deploy.analyze(dep.placement, vacuum=True)
         last, statuses = _ceiling_phase(dep, clients, seconds, warmup)
         rows.append(Row('throughput: Placement ceiling, last (GET + PUT, no scheduler)',
