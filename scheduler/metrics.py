@@ -272,7 +272,8 @@ RECOVERED_CLAIMS = REGISTRY.register(Counter(
     'Claims of requests never answered (their worker, the service or the machine died '
     'first) that the claims journal held, by outcome: undone (given back), left (Placement '
     'no longer showed them as claimed: never landed, or changed since), refused (a move\'s '
-    'previous allocations no longer fit).',
+    'previous allocations no longer fit), expired (older than [claims_journal] max_age: '
+    'dropped, not given back).',
     ('outcome',)))
 
 # ------------------------------------------------------------------ instrumentation

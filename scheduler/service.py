@@ -194,7 +194,7 @@ class SchedulerService:
             self.metrics.start()
         # In the background, from now on: Placement may be down, and new calls
         # need not wait for the old claims.
-        self.cleanups.recover(self._unanswered)
+        self.cleanups.recover(self._unanswered, max_age=self.conf.claims_journal.max_age)
         self._unanswered = {}
         if self.nova_sync is not None:
             # A bounded head start, so that the first calls already see Nova's

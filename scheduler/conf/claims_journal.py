@@ -31,6 +31,17 @@ claims_journal_opts: list[cfg.Opt] = [
     cfg.IntOpt('compact_bytes', default=1 << 20, min=4096,
                help='A journal file is rewritten with only its live records once it has '
                     'grown past this many bytes and most of it is records already over.'),
+    cfg.FloatOpt('max_age', default=600.0, min=0.0,
+                 help='Claims older than this, in seconds, are not given back when a worker '
+                      'finds them in its journal, only logged (WARNING, with the consumer and '
+                      'request id) and dropped. Until then nova-conductor is still waiting for '
+                      'the answer or has just given up; later, for a resize or live migration '
+                      'it has rolled back and the user retried, Placement may show a new claim '
+                      'that another scheduler made for the same consumer with the same '
+                      'allocations, which cannot be told from the unanswered one (a '
+                      're-created consumer starts at the same generation). A worker replaced '
+                      'after a kill reads its journal within seconds; this matters only for a '
+                      'service, or a machine, that stayed down longer.'),
     cfg.FloatOpt('lock_wait', default=30.0, min=0.0,
                  help='How long, in seconds, a starting worker waits for the journal of its '
                       'worker slot to be let go by another live process (the worker it '

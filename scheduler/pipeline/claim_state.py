@@ -1,6 +1,7 @@
 """A claim this service made, and the record the journal keeps of it."""
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +36,21 @@ def same_allocations(a: Allocations, b: Allocations) -> bool:
             == {rp: dict(r) for rp, r in b.items() if r})
 
 
-def claim_record(claim: Claim, request_id: str | None) -> dict[str, Any]:
-    """A claim as the journal keeps it (JSON)."""
+@dataclass(frozen=True)
+class Recorded:
+    """A claim as a journal record holds it."""
+
+    claim: Claim
+    request_id: str | None
+    #: when the record was written (seconds since the epoch: it outlives reboots)
+    at: float
+
+
+def claim_record(claim: Claim, request_id: str | None, *, at: float | None = None
+                 ) -> dict[str, Any]:
+    """A claim as the journal keeps it (JSON), written ``at`` (now by default)."""
     record: dict[str, Any] = {
+        'at': time.time() if at is None else at,
         'consumer': claim.consumer_uuid,
         'allocations': {rp: dict(r) for rp, r in claim.allocations.items()},
         'generation': claim.generation,
@@ -58,8 +71,8 @@ class BadRecord(ValueError):
     """A journal record that is not a claim this service wrote."""
 
 
-def claim_from_record(record: Mapping[str, Any]) -> tuple[Claim, str | None]:
-    """The claim a record holds, and the request that made it."""
+def claim_from_record(record: Mapping[str, Any]) -> Recorded:
+    """The claim a record holds, the request that made it and when."""
     try:
         previous = None
         if record.get('previous') is not None:
@@ -76,7 +89,10 @@ def claim_from_record(record: Mapping[str, Any]) -> tuple[Claim, str | None]:
                       project_id=_optional_text(record['project_id']),
                       user_id=_optional_text(record['user_id']),
                       previous=previous)
-        return claim, _optional_text(record.get('request_id'))
+        at = record['at']
+        if not isinstance(at, (int, float)) or isinstance(at, bool):
+            raise TypeError('expected a time')
+        return Recorded(claim, _optional_text(record.get('request_id')), float(at))
     except (KeyError, TypeError) as e:
         raise BadRecord(f'not a claim: {type(e).__name__} {e}') from e
 

@@ -260,19 +260,32 @@ class PendingCleanups:
         journaled: the request flow gives claims back with :meth:`undo_now_or_later`."""
         return self._now_or_later([(c, None) for c in consumer_uuids], request_id)
 
-    def recover(self, records: Mapping[int, Mapping[str, Any]]) -> None:
+    def recover(self, records: Mapping[int, Mapping[str, Any]], *,
+                max_age: float | None = None, now: Callable[[], float] = time.time) -> None:
         """Undo, in the background and starting now, the claims of journal ``records``
-        that a dead process left (each only if Placement still shows it unchanged)."""
+        that a dead process left (each only if Placement still shows it unchanged).
+        Records older than ``max_age`` seconds are dropped instead (doc/reliability.md
+        says why)."""
         claims: dict[int, tuple[Claim, str | None]] = {}
-        bad: list[int] = []
+        dropped: list[int] = []
         for ident, record in sorted(records.items()):
             try:
-                claims[ident] = claim_from_record(record)
+                recorded = claim_from_record(record)
             except BadRecord as e:
                 LOG.warning('claims journal record %d skipped: %s', ident, e)
-                bad.append(ident)
-        if bad and self._journal is not None:
-            self._journal.drop(bad)
+                dropped.append(ident)
+                continue
+            if max_age is not None and now() - recorded.at > max_age:
+                LOG.warning('request %s: not giving back the claim of %s: it was made %.0f s '
+                            'ago, beyond [claims_journal] max_age; if nobody answered for it, '
+                            '`nova-manage placement audit` finds it', recorded.request_id,
+                            recorded.claim.consumer_uuid, now() - recorded.at)
+                metrics.RECOVERED_CLAIMS.inc(outcome='expired')
+                dropped.append(ident)
+                continue
+            claims[ident] = (recorded.claim, recorded.request_id)
+        if dropped and self._journal is not None:
+            self._journal.drop(dropped)
         if not claims:
             return
         LOG.info('%d claim(s) of requests that were never answered are to be given back',

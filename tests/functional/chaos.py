@@ -70,6 +70,8 @@ class Drill:
     workers: int = 2
     call_timeout: float = 25.0
     seed: int = 1
+    #: False: the service runs without its claims journal (the baseline)
+    journal: bool = True
 
 
 @dataclass
@@ -208,7 +210,8 @@ def run(drill: Drill) -> Report:
         weighers='RAMWeigher,CPUWeigher,DiskWeigher',
         extra=(f'[scheduler]\ncleanup_retry_interval = {CLEANUP_INTERVAL}\n'
                'claim_retry_delay = 0.02\n[placement]\nread_timeout = 10\n'
-               '[DEFAULT]\ngraceful_shutdown_timeout = 5\n'))
+               '[DEFAULT]\ngraceful_shutdown_timeout = 5\n'
+               + ('' if drill.journal else '[claims_journal]\ndirectory =\n')))
     service = Service(config)
     report = Report()
     requests: list[Request] = []
@@ -319,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--call-timeout', type=float, default=25.0)
     parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--no-journal', action='store_true',
+                        help='run the service without its claims journal (the baseline)')
     parser.add_argument('--rabbit-url', default='rabbit://guest:guest@127.0.0.1:5672/')
     args = parser.parse_args(argv)
     from tests.fixtures.postgres_placement import start_postgres_placement
@@ -333,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                                callers=args.callers, seconds=args.seconds,
                                worker_kills=args.worker_kills,
                                service_kills=args.service_kills, workers=args.workers,
-                               call_timeout=args.call_timeout, seed=args.seed))
+                               call_timeout=args.call_timeout, seed=args.seed,
+                               journal=not args.no_journal))
         finally:
             server.stop()
             with connection.cursor() as cursor:

@@ -13,11 +13,20 @@ import time
 import pytest
 
 from placement_client.models import ConsumerAllocations
+from scheduler import metrics
 from scheduler.journal import log as journal_log
 from scheduler.journal.log import JournalError, JournalFile, journal_name, take_over
 from scheduler.journal.requests import NotServing, RequestJournal
 from scheduler.journal.worker import open_worker_journal
-from scheduler.pipeline.claim_state import BadRecord, Claim, claim_from_record, claim_record
+from scheduler.pipeline.claim_state import (
+    BadRecord,
+    Claim,
+    Recorded,
+    claim_from_record,
+    claim_record,
+)
+from scheduler.pipeline.claimer import PendingCleanups
+from tests.unit.fake_placement import FakePlacement
 
 RP = '4a7c4bb4-4c5e-4d29-9d3e-8f3b5f6d2a10'
 INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b01'
@@ -256,20 +265,48 @@ def test_a_directory_that_cannot_be_made_is_a_clear_error(tmp_path):
 def test_a_claim_reads_back_from_its_record_as_it_was_written(previous):
     claim = Claim(INSTANCE, {RP: {'VCPU': 2, 'MEMORY_MB': 512}}, 5, 'p', 'u',
                   previous=previous)
-    assert claim_from_record(claim_record(claim, 'req-1')) == (claim, 'req-1')
+    assert claim_from_record(claim_record(claim, 'req-1', at=5.0)) == Recorded(claim, 'req-1',
+                                                                                5.0)
+
+
+GOOD = {'at': 1.0, 'consumer': INSTANCE, 'allocations': {RP: {'VCPU': 2}}, 'generation': 1,
+        'project_id': None, 'user_id': None}
 
 
 @pytest.mark.parametrize('bad', [
     {},
-    {'consumer': INSTANCE, 'allocations': {RP: {'VCPU': '2'}}, 'generation': 1,
-     'project_id': None, 'user_id': None},
-    {'consumer': INSTANCE, 'allocations': [], 'generation': 1, 'project_id': None,
-     'user_id': None},
-    {'consumer': INSTANCE, 'allocations': {RP: 3}, 'generation': 1, 'project_id': None,
-     'user_id': None},
-    {'consumer': INSTANCE, 'allocations': {}, 'generation': None, 'project_id': None,
-     'user_id': None},
+    {**GOOD, 'allocations': {RP: {'VCPU': '2'}}},
+    {**GOOD, 'allocations': []},
+    {**GOOD, 'allocations': {RP: 3}},
+    {**GOOD, 'generation': None},
+    {**GOOD, 'at': 'yesterday'},
+    {key: value for key, value in GOOD.items() if key != 'at'},
 ])
 def test_a_record_that_is_not_a_claim_is_refused(bad):
+    assert claim_from_record(GOOD).claim.consumer_uuid == INSTANCE
     with pytest.raises(BadRecord):
         claim_from_record(bad)
+
+
+def test_recovered_claims_older_than_max_age_are_dropped_not_given_back(tmp_path, journal):
+    fake = FakePlacement()
+    cn = fake.add_compute('cn1', vcpus=4, ram_mb=4096, disk_gb=40)
+    fresh, stale = INSTANCE, '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b02'
+    requests = RequestJournal(journal)
+    records = {}
+    for instance, at in ((fresh, 1000.0), (stale, 100.0)):
+        fake.allocate(instance, {cn: {'VCPU': 1}})
+        made = Claim(instance, {cn: {'VCPU': 1}}, fake.consumers[instance].generation, 'p', 'u')
+        record = claim_record(made, 'req-dead', at=at)
+        records[requests.keep(record)] = record
+    expired = metrics.RECOVERED_CLAIMS.value(outcome='expired')
+
+    cleanups = PendingCleanups(fake, interval=3600, journal=requests)
+    cleanups.recover(records, max_age=600.0, now=lambda: 1001.0)
+    assert cleanups.pending() == {fresh}      # the stale one is dropped at once
+    cleanups.retry_once()
+    cleanups.stop()
+
+    assert set(fake.holdings()) == {stale}
+    assert journal.live() == set()
+    assert metrics.RECOVERED_CLAIMS.value(outcome='expired') == expired + 1

@@ -97,3 +97,13 @@ def test_the_systemd_unit_lets_calls_in_flight_finish_before_it_kills():
     assert service['Type'] == ['simple']
     assert (service['User'], service['NoNewPrivileges'], service['ProtectSystem']) == (
         ['scheduler'], ['yes'], ['strict'])
+
+
+def test_the_systemd_unit_gives_the_claims_journal_its_default_directory():
+    service = _unit()['Service']
+    [state_path] = [o.default for o in service_opts if o.name == 'state_path']
+
+    # ProtectSystem=strict leaves only the unit's own directories writable.
+    assert service['StateDirectory'] == [pathlib.PurePosixPath(state_path).name]
+    assert pathlib.PurePosixPath(state_path).parent == pathlib.PurePosixPath('/var/lib')
+    assert service['StateDirectoryMode'] == ['0700']
