@@ -51,6 +51,7 @@ import uuid as uuidlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench import deploy, profiling
 from bench.report import Row, render, write_json
@@ -143,11 +144,37 @@ def run_end_to_end(providers: int = DEFAULT_PROVIDERS, requests: int = DEFAULT_R
     ``profile``: a path for py-spy's raw samples of the worker during the
     measured requests (when py-spy is installed); the hotspots go in a note.
     """
+    with _deployment(providers, deployment) as dep:
+        samples, sampler = _sequential(dep, requests, warmup, profile=profile)
+        # The claims journal's baseline (it is on, as shipped, above): the same
+        # requests once more without it, on the same Placement.
+        baseline, _ = _sequential(dep, requests, warmup,
+                                  extra_config='[claims_journal]\ndirectory =\n')
+    rows = _e2e_rows(providers, samples)
+    for name, pick in (('wall', lambda s: s.wall), ('own time', lambda s: s.own)):
+        with_journal = statistics.median(pick(s) for s in samples)
+        without = statistics.median(pick(s) for s in baseline)
+        rows.append(Row(f'e2e: {name} median, no claims journal (baseline)', providers,
+                        without * 1000.0, ratio=with_journal / without if without else 0.0,
+                        note=f'{len(baseline)} requests after the measured ones; ratio: '
+                             'with the journal / without'))
+    if sampler is not None and profile and pathlib.Path(profile).exists():
+        spots = profiling.hotspots(profile, top=8)
+        top = '; '.join(f'{f} {s * 100:.0f}%' for f, s in spots['self'][:8])
+        rows.append(Row('e2e: service hotspots (py-spy, self time)', providers, None,
+                        note=top))
+    return rows
+
+
+def _sequential(dep: deploy.Deployment, requests: int, warmup: int, *,
+                profile: str | None = None, extra_config: str = ''
+                ) -> tuple[list[_Sample], Any]:
+    """``requests`` boots one at a time (after ``warmup``), each split into its parts."""
     from scheduler.rpc.client import SchedulerClient
 
-    with _deployment(providers, deployment) as dep, \
-            deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=1,
-                                     hosts_file=dep.hosts_file(), metrics=True) as (svc, tr):
+    with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=1,
+                                  hosts_file=dep.hosts_file(), metrics=True,
+                                  extra_config=extra_config) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=120)
         calls = _Calls(dep.access_log())
         samples: list[_Sample] = []
@@ -188,13 +215,7 @@ def run_end_to_end(providers: int = DEFAULT_PROVIDERS, requests: int = DEFAULT_R
             if sampler is not None:
                 sampler.stop()
             deploy.delete_consumers(dep.url, claimed)
-    rows = _e2e_rows(providers, samples)
-    if sampler is not None and pathlib.Path(profile).exists():
-        spots = profiling.hotspots(profile, top=8)
-        top = '; '.join(f'{f} {s * 100:.0f}%' for f, s in spots['self'][:8])
-        rows.append(Row('e2e: service hotspots (py-spy, self time)', providers, None,
-                        note=top))
-    return rows
+    return samples, sampler
 
 
 def _e2e_rows(providers: int, samples: list[_Sample]) -> list[Row]:
