@@ -26,13 +26,15 @@ one instance a call, back to back. In this order, each phase from a
    and the queries left to Placement while it fills;
 6. decision quality: ``regret_samples`` requests one at a time, each after a
    fresh whole Placement query (bench.regret) on the same state;
+7. phase 4 once more with the claims journal off (it is on, as shipped, in every
+   phase before): the journal's cost, side by side;
 
 then each worker's peak memory, providers whose usage exceeds their capacity
 (must be 0) and allocations left after every phase's clean-up (must be 0),
 read back from Placement's database. The claims of phases 1-4 are deleted
 after each; those of 5 and 6 at the end.
 
-``--view-only`` runs phases 4 and 5 alone (then memory and read-back): a few
+``--view-only`` runs phases 4, 5 and 7 alone (then memory and read-back): a few
 minutes a size, to compare two versions of the spread or the view on refused
 claims; the targets that need a ceiling are then not checked.
 """
@@ -461,7 +463,8 @@ class _Run:
         return query_ceiling, claim_ceiling, get_p50
 
     # 4. --------------------------------------------------------------------------
-    def view_window(self, client: Any) -> tuple[_Phase, Counter, Counter]:
+    def view_window(self, client: Any, label: str = 'provider view'
+                    ) -> tuple[_Phase, Counter, Counter]:
         opts = self.opts
         self.fresh()
         before, started = cpu.sample(), time.monotonic()
@@ -470,7 +473,7 @@ class _Run:
         cores = cpu.used_between(before, cpu.sample(), time.monotonic() - started)
         statuses, refusals = _statuses(self.log.read_new()), self.refusals.read()
         deploy.delete_consumers(self.dep.url, phase.consumers)
-        self.row(f'{opts.workers} workers, provider view', phase.rate, unit='req/s',
+        self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
                  + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
         return phase, statuses, refusals
@@ -559,11 +562,12 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
                      + ', '.join(f'{rc} {share:.1%} full'
                                  for rc, share in sorted(run.start_fill.items())))
         if opts.view_only:
-            _view_phases(run)
+            _journal_baseline(run, _view_phases(run))
             return run.rows
         per_request, queries = run.query_per_request()
         query_ceiling, claim_ceiling, get_p50 = run.ceilings(queries)
         viewed = _view_phases(run, claim_ceiling, query_ceiling, get_p50)
+        _journal_baseline(run, viewed)
         for mode, phase in ((QUERY_MODE, per_request), (VIEW_MODE, viewed)):
             run.row(f'curve: {mode}, throughput', phase.rate, unit='req/s')
             run.row(f'curve: {mode}, p50', _median(phase.latencies) * 1000, unit='ms')
@@ -596,6 +600,21 @@ def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
             note=', '.join(f'{p:.0f}' for p in peaks))
     run.read_back()
     return viewed
+
+
+def _journal_baseline(run: _Run, viewed: _Phase) -> None:
+    """Phase 4 once more without the claims journal (on, as shipped, in every phase
+    before), on the same state: the journal's cost, side by side."""
+    from scheduler.rpc.client import SchedulerClient
+
+    with run.service(_view_config(run.dep, run.opts) + '[claims_journal]\ndirectory =\n'
+                     ) as (svc, tr):
+        client = SchedulerClient(tr, topic=svc.topic, timeout=600)
+        baseline, _, _ = run.view_window(client, 'provider view, no claims journal (baseline)')
+    ratio = viewed.rate / baseline.rate if baseline.rate else 0.0
+    run.row('throughput with the claims journal / without', ratio, ratio=ratio, unit='x',
+            note=f'p50 {_median(viewed.latencies) * 1000:.0f} ms with, '
+                 f'{_median(baseline.latencies) * 1000:.0f} ms without')
 
 
 def _targets(run: _Run, viewed: _Phase, statuses: Counter, refusals: Counter,
