@@ -1,25 +1,32 @@
 """Nova's own scheduler client against this service, the way nova-conductor talks to it.
 
-Run with ``tox -e interop`` (an env with ``nova==34.*`` from PyPI). The test
-process plays nova-conductor, nova-api and nova-compute: Nova's
+Run with ``tox -e interop`` (nova 34) or ``tox -e interop-<series>`` (that
+release's nova under that series' upper-constraints, tests/interop/constraints/).
+The test process plays nova-conductor, nova-api and nova-compute: Nova's
 ``SchedulerQueryClient``/``SchedulerAPI``, Nova's objects and Nova's
 serializers, on a transport made by ``nova.rpc.init`` from ``nova.conf.CONF``
 (``control_exchange = nova``, ``allowed_remote_exmods = ['nova.exception']``).
+It imports nothing of this service that needs more than Nova's own libraries.
 The service under test is ``scheduler-service`` in a subprocess, consuming
 topic ``scheduler`` on exchange ``nova`` of the RabbitMQ on 127.0.0.1:5672,
-against the embedded real Placement. RabbitMQ is required: without it these
-tests fail, they never skip.
+against a real Placement in another subprocess; both run from the service's
+own Python (tests/interop/service_side.py). RabbitMQ is required: without it
+these tests fail, they never skip.
 """
 from __future__ import annotations
 
+import os
 import pathlib
+import socket
 from collections.abc import Iterator
 
 import pytest
 
-from tests.builders import SERVICE_CELL
-from tests.fixtures.processes import ServiceProcess, wait_for, write_config
-from tests.fixtures.service import RABBIT_URL, rabbit_answers
+from placement_client.client import PlacementClient
+from scheduler.simulate import seed
+from tests.fixtures.placement import make_placement_conf
+from tests.fixtures.processes import wait_for, write_config
+from tests.interop import service_side
 
 try:
     import nova.conf
@@ -29,7 +36,9 @@ try:
 except ImportError:  # pragma: no cover - only outside the interop env
     pytest.fail('tests/interop needs Nova: run them with `tox -e interop`', pytrace=False)
 
-from tests.interop.nova_builders import admin_context  # noqa: E402 - needs Nova
+from tests.interop.nova_builders import SERVICE_CELL, admin_context  # noqa: E402 - needs Nova
+
+RABBIT_URL = os.environ.get('SCHEDULER_TEST_RABBIT_URL', 'rabbit://guest:guest@127.0.0.1:5672/')
 
 FILTERS = ('ComputeFilter,ServerGroupAntiAffinityFilter,'
            'ServerGroupAffinityFilter,SameHostFilter,DifferentHostFilter,'
@@ -38,7 +47,9 @@ FILTERS = ('ComputeFilter,ServerGroupAntiAffinityFilter,'
 
 @pytest.fixture(scope='session')
 def rabbit() -> str:
-    if not rabbit_answers():
+    try:
+        socket.create_connection(('127.0.0.1', 5672), timeout=1).close()
+    except OSError:
         pytest.fail('the interop tests need RabbitMQ on 127.0.0.1:5672 (guest/guest): Nova\'s '
                     'client only speaks to a real broker', pytrace=False)
     return RABBIT_URL
@@ -63,15 +74,38 @@ def nova_conf(rabbit: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture(scope='session')
-def scheduler_process(embedded_placement, rabbit: str, nova_conf,
-                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+def placement_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Placement (openstack-placement on sqlite) for the session."""
+    process, url = service_side.start_placement(tmp_path_factory.mktemp('placement'))
+    try:
+        yield url
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def placement_client(placement_url: str) -> PlacementClient:
+    return PlacementClient.from_conf(make_placement_conf(placement_url))
+
+
+@pytest.fixture
+def placement(placement_client: PlacementClient) -> Iterator[PlacementClient]:
+    """Placement for one test; every provider and allocation deleted afterwards."""
+    yield placement_client
+    seed.delete_all(placement_client)
+
+
+@pytest.fixture(scope='session')
+def scheduler_process(placement_url: str, rabbit: str, nova_conf,
+                      tmp_path_factory: pytest.TempPathFactory
+                      ) -> Iterator[service_side.SideProcess]:
     """One ``scheduler-service`` for the session, on Nova's own topic and exchange."""
     config_path = write_config(
         pathlib.Path(tmp_path_factory.mktemp('scheduler')) / 'scheduler.conf',
-        placement_url=embedded_placement.url, transport_url=rabbit, topic='scheduler',
+        placement_url=placement_url, transport_url=rabbit, topic='scheduler',
         workers=1, filters=FILTERS, weighers='RAMWeigher',
         extra=f'[scheduler]\ndefault_cell_uuid = {SERVICE_CELL}\nmax_attempts = 3\n')
-    process = ServiceProcess(config_path)
+    process = service_side.start_scheduler(config_path)
     # Nova's own baseapi client: a ping before the queue exists is lost, so ask often.
     pinger = baserpc.BaseAPI('scheduler')
     ctxt = admin_context()

@@ -6,7 +6,16 @@ import uuid
 from nova import context as nova_context
 from nova import objects
 
-from tests.builders import PROJECT, SERVICE_CELL, USER
+#: The cell the service's [scheduler] default_cell_uuid names.
+SERVICE_CELL = '00000000-0000-0000-0000-0000000000c1'
+#: The project and user that ask for instances (Nova's ids are 32 hex digits).
+PROJECT = 'a4f1c0de5b6e4a8fa1b2c3d4e5f60718'
+USER = '9e2b7d04c1a34f6b8d5e0f1a2b3c4d5e'
+
+
+def new_uuids(n: int) -> list[str]:
+    """Fresh consumers: none that another test of the session's Placement used."""
+    return [str(uuid.uuid4()) for _ in range(n)]
 
 
 def user_context() -> nova_context.RequestContext:

@@ -2,7 +2,7 @@
 
 Every request goes through ``nova.scheduler.client.query.SchedulerQueryClient``
 (``SchedulerAPI`` underneath) with Nova's objects, ``RequestContext`` and
-serializers, so what reaches the service is byte for byte what Nova 34 sends,
+serializers, so what reaches the service is byte for byte what the env's Nova release sends,
 and what comes back is read by Nova's own deserializer and exception rebuilding.
 """
 from __future__ import annotations
@@ -17,11 +17,17 @@ from nova.scheduler.client import query
 from oslo_utils import timeutils
 
 from scheduler.simulate import seed
-from tests.builders import PROJECT, SERVICE_CELL, USER, new_uuids
 from tests.fixtures.processes import wait_for
 from tests.functional.cloud import add_host, consumers_with_allocations
 from tests.interop import nova_builders as build
-from tests.interop.nova_builders import admin_context, user_context
+from tests.interop.nova_builders import (
+    PROJECT,
+    SERVICE_CELL,
+    USER,
+    admin_context,
+    new_uuids,
+    user_context,
+)
 
 SMALL = {'VCPU': 1, 'MEMORY_MB': 1024, 'DISK_GB': 10}
 
