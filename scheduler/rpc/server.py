@@ -1,13 +1,21 @@
 """The RPC server: oslo.messaging's, with each call served inside the claims journal.
 
-A request's journal records must stay until its reply has been handed to the
-transport, and be dropped right after: oslo.messaging's server dispatches a call
-and sends its reply in one method (``_process_incoming``, run by one executor
-thread per message), so the journal's request is entered around exactly that.
+A request's journal records say "nobody has answered for these claims": they
+must stay while the call is served and go as its reply is handed to the
+transport. They are dropped just *before* the reply is handed over, not after:
+a worker killed between the two then leaves claims behind (what happened
+without a journal), whereas dropping after would have the next worker give
+back the claims of an answered request, whose instance nova-compute is already
+building on them.
+
+oslo.messaging's server dispatches a call and sends its reply in one method
+(``_process_incoming``, run by one executor thread per message): the journal's
+request is entered around it, and the message's ``reply`` ends the request first.
 """
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import oslo_messaging as messaging
@@ -23,8 +31,22 @@ class JournaledRPCServer(rpc_server.RPCServer):
         self._journal = journal
 
     def _process_incoming(self, incoming: Any) -> None:
-        with self._journal.serving():
-            super()._process_incoming(incoming)
+        with self._journal.serving() as request:
+            super()._process_incoming([_EndsBeforeReply(incoming[0], request.end)])
+
+
+class _EndsBeforeReply:
+    """An incoming message whose reply ends the journal's request first."""
+
+    def __init__(self, message: Any, end: Callable[[], None]):
+        self._message, self._end = message, end
+
+    def reply(self, *args: Any, **kwargs: Any) -> Any:
+        self._end()
+        return self._message.reply(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._message, name)
 
 
 def get_rpc_server(transport: messaging.Transport, target: messaging.Target,

@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+from unittest import mock
 
 import pytest
 
@@ -26,6 +27,7 @@ from scheduler.pipeline.claim_state import (
     claim_record,
 )
 from scheduler.pipeline.claimer import PendingCleanups
+from scheduler.rpc.server import JournaledRPCServer
 from tests.unit.fake_placement import FakePlacement
 
 RP = '4a7c4bb4-4c5e-4d29-9d3e-8f3b5f6d2a10'
@@ -310,3 +312,34 @@ def test_recovered_claims_older_than_max_age_are_dropped_not_given_back(tmp_path
     assert set(fake.holdings()) == {stale}
     assert journal.live() == set()
     assert metrics.RECOVERED_CLAIMS.value(outcome='expired') == expired + 1
+
+
+def test_the_rpc_server_drops_a_requests_records_before_it_hands_over_the_reply(journal):
+    requests = RequestJournal(journal)
+    live_at_reply: list[set[int]] = []
+
+    class Message:
+        """An incoming call as oslo.messaging's server sees it."""
+        message = {'method': 'select_destinations'}
+        msg_id = 'm-1'
+
+        def acknowledge(self) -> None:
+            pass
+
+        def reply(self, reply=None, failure=None) -> None:
+            live_at_reply.append(journal.live())
+
+    class Dispatcher:
+        def dispatch(self, incoming):
+            assert incoming.message == Message.message   # the message itself, behind the hook
+            requests.write_ahead(record(1))
+            return ['answer']
+
+    # Only what _process_incoming reads of the server: no transport, no executor.
+    server = JournaledRPCServer.__new__(JournaledRPCServer)
+    server._journal, server.dispatcher, server.conf = requests, Dispatcher(), None
+    with mock.patch('oslo_messaging.rpc.server.tracing.trace_receive'):
+        server._process_incoming([Message()])
+
+    assert live_at_reply == [set()]   # gone before the reply left
+    assert journal.live() == set()
