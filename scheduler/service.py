@@ -19,6 +19,7 @@ from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
+from scheduler.conf import upgrade_levels
 from scheduler.conf.placement import load_client
 from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
@@ -43,6 +44,12 @@ def decode_limits(conf: cfg.ConfigOpts) -> DecodeLimits:
     return DecodeLimits(max_instances=s.max_instances_per_request,
                         max_string_length=s.max_string_length,
                         max_extra_specs=s.max_extra_specs, max_depth=s.max_nesting_depth)
+
+
+def reply_cap(conf: cfg.ConfigOpts) -> str | None:
+    """The series ``[upgrade_levels] reply_objects`` caps replies at; None for 'auto'."""
+    cap = conf.upgrade_levels.reply_objects
+    return None if cap == upgrade_levels.AUTO else cap
 
 
 def build_catalog(conf: cfg.ConfigOpts) -> HostCatalog:
@@ -159,7 +166,8 @@ class SchedulerService:
             metrics.watch_catalog(self.catalog, self.cleanups)
         target = messaging.Target(topic=conf.scheduler.rpc_topic, server=conf.host)
         endpoints = [SchedulerEndpoint(self.manager, self.catalog, decode_limits(conf),
-                                       notifier=self.notifier),
+                                       notifier=self.notifier,
+                                       reply_cap=reply_cap(conf)),
                      BaseAPIEndpoint()]
         with warnings.catch_warnings():
             # Threading is what we want on every supported oslo.messaging; the newest

@@ -49,17 +49,16 @@ class SchedulerEndpoint:
 
     target = messaging.Target(version='4.5')
 
-    def __init__(self, manager, catalog, limits: codec.DecodeLimits, notifier=None):
+    def __init__(self, manager, catalog, limits: codec.DecodeLimits, notifier=None, *,
+                 reply_cap: str | None = None):
         self._manager = manager
         self._catalog = catalog
         self._limits = limits
         # scheduler.notifications.SelectDestinationsNotifier, or None: notifications off
         self._notifier = notifier
-        # The manager's configuration is the service's; a manager without one
-        # (tests) leaves replies uncapped.
-        cap = getattr(getattr(manager, 'conf', None), 'upgrade_levels', None)
-        self._reply_cap = (None if cap is None or cap.reply_objects == 'auto'
-                           else cap.reply_objects)
+        # [upgrade_levels] reply_objects: a series whose versions no reply exceeds
+        # (None: 'auto', each reply at its caller's versions only).
+        self._reply_cap = reply_cap
 
     @messaging.expected_exceptions(*exc.EXPECTED_RPC_ERRORS)
     def select_destinations(self, ctxt: RequestContext, request_spec: Any = None,

@@ -15,7 +15,7 @@ import pathlib
 import subprocess
 import sys
 
-from tests.fixtures.processes import REPO, ServiceProcess
+from tests.fixtures.processes import ServiceProcess
 
 SERVICE_PYTHON = os.environ.get('SCHEDULER_TEST_SERVICE_PYTHON') or sys.executable
 
@@ -29,14 +29,9 @@ class SideProcess(ServiceProcess):
 
     def __init__(self, module: str, *args: str, log: pathlib.Path,
                  stdout: int | None = None):
-        # Not ServiceProcess.__init__: another interpreter, another module.
-        self.log = log
-        self._log_file = log.open('wb')
-        self.proc = subprocess.Popen(
-            [SERVICE_PYTHON, '-m', module, *args], cwd=REPO,
-            env={**os.environ, 'PYTHONPATH': str(REPO)}, stdin=subprocess.PIPE,
-            stdout=stdout if stdout is not None else self._log_file,
-            stderr=self._log_file)
+        # Another interpreter (the service's virtualenv), another module.
+        super().__init__(None, argv=[SERVICE_PYTHON, '-m', module, *args], log=log,
+                         stdin=subprocess.PIPE, stdout=stdout)
 
     def stop(self) -> None:
         super().stop()

@@ -27,6 +27,7 @@ from scheduler.objects.nova_releases import (
     reply_versions,
 )
 from scheduler.rpc.endpoint import SchedulerEndpoint
+from scheduler.service import reply_cap
 from tests.builders import CELL, override, service_conf
 from tests.fixtures import wire_samples
 from tests.unit.test_endpoint import CONTEXT, RecordingManager, selection
@@ -139,10 +140,9 @@ def test_every_release_is_a_choice_of_the_option():
 
 
 def _answer(reply_objects: str, spec_obj: dict) -> list:
-    manager = RecordingManager()
-    manager.conf = override(service_conf(), **{'upgrade_levels.reply_objects': reply_objects})
-    endpoint = SchedulerEndpoint(manager, HostCatalog(default_cell_uuid=CELL),
-                                 codec.DecodeLimits())
+    conf = override(service_conf(), **{'upgrade_levels.reply_objects': reply_objects})
+    endpoint = SchedulerEndpoint(RecordingManager(), HostCatalog(default_cell_uuid=CELL),
+                                 codec.DecodeLimits(), reply_cap=reply_cap(conf))
     return endpoint.select_destinations(
         CONTEXT, spec_obj=spec_obj, instance_uuids=None, return_objects=True,
         return_alternates=True)
