@@ -1,4 +1,5 @@
-"""Which queries a snapshot answers exactly as Placement would, and the answer (pure).
+"""Which queries a snapshot answers exactly as Placement would, and the answer of
+the simplest ones (pure).
 
 A query with a single request group, the unsuffixed one, whose every resource
 class is held only by root providers that share nothing (no provider below a
@@ -10,7 +11,7 @@ sharing provider at all (``research_context.get_provider_ids_matching``,
 otherwise (``get_trees_matching_all``, ``_alloc_candidates_multiple_providers``,
 where the providers with the classes are those roots and the traits the
 allocation's providers must have "collectively" are that root's). That is what
-:func:`candidates` computes:
+:func:`candidates` computes, for every provider at once:
 
 * each requested class: an inventory with ``used + amount <= (total - reserved) *
   allocation_ratio``, ``min_unit <= amount <= max_unit`` and ``amount %
@@ -21,11 +22,16 @@ allocation's providers must have "collectively" are that root's). That is what
 * a summary of every provider of each chosen tree, capacity ``int((total -
   reserved) * allocation_ratio)`` (``_build_provider_summaries``).
 
-Everything else (granular or resourceless groups, ``same_subtree``, a class
-held below a root or by a sharing provider, an ``in_tree`` the snapshot does
-not know) is Placement's to answer: :func:`why_not_exact` names the reason.
-``tests/functional/test_provider_view.py`` holds the answers to Placement's own
-on random clouds and queries.
+Granular groups (numbered or named), ``group_policy``, ``same_subtree``,
+resourceless suffixed groups and classes held below a root are answered tree
+by tree (:mod:`.trees`; :func:`is_flat` tells the two apart). What is left to
+Placement (:func:`why_not_exact` names the reason): a class held by a sharing
+provider (or a resourceless group where sharing providers exist), an ``in_tree``
+the snapshot does not know, and a query Placement refuses (its error is the
+answer: at microversion 1.36, among others, an unsuffixed group without
+resources). ``tests/functional/
+test_provider_view.py`` and ``test_provider_view_nested.py`` hold the answers to
+Placement's own on random clouds and queries.
 """
 from __future__ import annotations
 
@@ -36,14 +42,11 @@ from typing import Any
 import numpy as np
 
 from placement_client.models import Candidates
-from placement_client.query import AllocationCandidatesQuery
+from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
 
 #: Reasons a query goes to Placement (metric label values).
-GRANULAR = 'granular groups'
-RESOURCELESS = 'no resources in the unsuffixed group'
-SAME_SUBTREE = 'same_subtree'
-NESTED = 'a class held below a root'
+INVALID = 'a query Placement refuses'
 SHARING = 'a class held by a sharing provider'
 UNKNOWN_TREE = 'in_tree not in the view'
 
@@ -52,23 +55,44 @@ Overlay = Mapping[str, Mapping[str, int]]
 
 
 def why_not_exact(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) -> str | None:
-    """Why ``snapshot`` cannot answer ``query`` exactly as Placement would; None if it can."""
+    """Why ``snapshot`` cannot answer ``query`` exactly as Placement would; None if it
+    can (:func:`is_flat` says by which path)."""
     groups = [g for g in query.groups if not g.is_empty()]
-    if any(g.suffix for g in groups):
-        return GRANULAR
-    if not groups or not groups[0].resources:
-        return RESOURCELESS
-    if query.same_subtree:
-        return SAME_SUBTREE
-    classes = set(groups[0].resources)
-    if classes & snapshot.nested_classes:
-        return NESTED
+    if _refused(query, groups):
+        return INVALID
+    classes = {rc for g in groups for rc in g.resources}
     if classes & snapshot.shared_classes:
         return SHARING
-    in_tree = groups[0].in_tree
-    if in_tree is not None and in_tree not in snapshot.index:
+    # A sharing provider may serve a resourceless group for the trees it shares with.
+    if any(not g.resources for g in groups) and snapshot.sharing:
+        return SHARING
+    if any(g.in_tree is not None and g.in_tree not in snapshot.index for g in groups):
         return UNKNOWN_TREE
     return None
+
+
+def is_flat(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) -> bool:
+    """Whether a query :func:`why_not_exact` accepts is one root's alone: a single
+    group, the unsuffixed one, of classes only roots hold (:func:`matching`);
+    otherwise its trees are searched (:mod:`.trees`)."""
+    groups = [g for g in query.groups if not g.is_empty()]
+    return (len(groups) == 1 and not groups[0].suffix and not query.same_subtree
+            and not set(groups[0].resources) & snapshot.nested_classes)
+
+
+def _refused(query: AllocationCandidatesQuery, groups: list[RequestGroupQuery]) -> bool:
+    """Whether Placement 16 answers ``query`` with HTTP 400 (``lib.RequestGroup.
+    dict_from_request``, ``RequestWideParams.from_request``): its words, not ours.
+    A resourceless group must be in a ``same_subtree``, which cannot name the
+    unsuffixed group: an unsuffixed group without resources is refused."""
+    suffixes = {g.suffix for g in groups}
+    in_subtrees = {s for subtree in query.same_subtree for s in subtree}
+    return (not any(g.resources for g in groups)
+            or (query.group_policy is None and sum(bool(g.suffix) for g in groups) > 1)
+            or any(not g.resources and g.suffix not in in_subtrees for g in groups)
+            or '' in in_subtrees or not in_subtrees <= suffixes
+            or any(g.required_traits & g.forbidden_traits for g in groups)
+            or bool(query.root_required & query.root_forbidden))
 
 
 def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
@@ -85,7 +109,7 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         inv = snapshot.inventories.get(rc)
         if inv is None:
             return np.zeros(0, dtype=np.intp)
-        used = _used(snapshot, rc, inv, overlay)
+        used = used_with(snapshot, rc, inv, overlay)
         step = np.where(inv.step_size > 0, inv.step_size, 1)
         fits = ((used + amount <= inv.limit)
                 & (inv.min_unit <= amount) & (inv.max_unit >= amount)
@@ -172,8 +196,8 @@ def provider_summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> 
             'root_provider_uuid': snapshot.uuids[int(snapshot.roots[row])]}
 
 
-def _used(snapshot: ProviderSnapshot, rc: str, inv: Inventory,
-          overlay: Overlay) -> np.ndarray:
+def used_with(snapshot: ProviderSnapshot, rc: str, inv: Inventory,
+              overlay: Overlay) -> np.ndarray:
     """``inv``'s usage with this worker's claims since the read added."""
     rows = [(snapshot.index[rp], amounts[rc]) for rp, amounts in overlay.items()
             if rc in amounts and rp in snapshot.index]

@@ -18,7 +18,7 @@ the same providers only brings new capacity and usage columns.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +28,9 @@ from scheduler.host_state import HostData
 from scheduler.host_table import HostTable, HostView
 from scheduler.provider_view.answer import Overlay, provider_summary
 from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
+
+#: A root's allocation requests (by snapshot row), made when its HostState is built.
+Requests = Callable[[int], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -71,14 +74,18 @@ class SnapshotHosts:
         return replace(self, snapshot=snapshot, catalog_version=version, table=table)
 
     def view(self, matching: np.ndarray, resources: Mapping[str, int],
-             overlay: Overlay, *, busy: bool = False) -> HostView:
+             overlay: Overlay, *, busy: bool = False,
+             requests: Requests | None = None) -> HostView:
         """The hosts of the snapshot rows ``matching`` (roots), for one request asking
-        ``resources`` from its root, with this worker's claims since the read;
-        ``busy``: the worker decides while its requests come back to back (and
-        so, under load, do the others')."""
+        ``resources`` (over all its groups), with this worker's claims since the
+        read; ``busy``: the worker decides while its requests come back to back
+        (and so, under load, do the others'). Each host's allocation request takes
+        all of ``resources`` from its root, or ``requests`` gives them."""
         summaries = _Summaries(self.snapshot, overlay)
-        table = self.table.fork(requests=_Requests(self.table.roots, dict(resources)),
-                                summaries=summaries)
+        per_row: Sequence[list[dict[str, Any]]] = (
+            _Requests(self.table.roots, dict(resources)) if requests is None
+            else _TreeRequests(self.roots, requests))
+        table = self.table.fork(requests=per_row, summaries=summaries)
         table.request_resources = dict(resources)
         table.concurrent = busy
         index = self.snapshot.index
@@ -218,6 +225,19 @@ class _Requests(Sequence[list[dict[str, Any]]]):
         root = self._roots[row]
         return [{'allocations': {root: {'resources': dict(self._resources)}},
                  'mappings': {'': [root]}}]
+
+
+class _TreeRequests(Sequence[list[dict[str, Any]]]):
+    """Per table row, the allocation requests the search found on its tree."""
+
+    def __init__(self, roots: np.ndarray, requests: Requests):
+        self._roots, self._requests = roots, requests
+
+    def __len__(self) -> int:
+        return len(self._roots)
+
+    def __getitem__(self, row: Any) -> Any:
+        return self._requests(int(self._roots[row]))
 
 
 class _Summaries(Mapping[str, dict[str, Any]]):

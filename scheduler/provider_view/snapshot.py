@@ -276,6 +276,8 @@ class ProviderSnapshot:
                                if self.below_root[inv.rows].any()}
         self.shared_classes = {rc for rc, inv in self.inventories.items()
                                if sharing[inv.rows].any()}
+        #: Whether any provider shares its inventories (MISC_SHARES_VIA_AGGREGATE).
+        self.sharing = bool(sharing.any())
 
     def inventory_of(self, row: int) -> dict[str, tuple[int, int, int, int, int, float, int]]:
         """Provider ``row``'s inventories: per class (total, reserved, min_unit,

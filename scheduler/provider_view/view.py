@@ -30,8 +30,10 @@ from placement_client.query import AllocationCandidatesQuery
 from scheduler.exceptions import SchedulerError
 from scheduler.host_state import HostData
 from scheduler.host_table import HostView
-from scheduler.provider_view.answer import Overlay, matching, why_not_exact
-from scheduler.provider_view.hosts import SnapshotHosts, ViewTables
+from scheduler.provider_view import trees
+from scheduler.provider_view.answer import Overlay, is_flat, matching, why_not_exact
+from scheduler.provider_view.hosts import Requests, SnapshotHosts, ViewTables
+from scheduler.provider_view.search import Unsettled
 from scheduler.provider_view.siblings import WorkerBoard
 from scheduler.provider_view.snapshot import ProviderSnapshot
 
@@ -43,6 +45,9 @@ UNREADABLE = 'view unreadable'
 #: of the view fits. The view may be behind (capacity freed since is not in it), and
 #: a NoValidHost is only ever Placement's word.
 NONE_FIT = 'no provider fits in the view'
+#: Why a query of several groups went to Placement: the search could not tell within
+#: its steps whether a tree holds it (:data:`scheduler.provider_view.search.BUDGET`).
+UNSETTLED = 'a tree the search could not settle'
 
 #: At most this share of a worker's time goes to reading its view (:meth:`ProviderView.fresh_for`).
 READ_SHARE = 0.25
@@ -67,6 +72,9 @@ class Match:
     #: the query matched (to match it again: :meth:`ProviderView.match`)
     query: AllocationCandidatesQuery
     busy: bool = False
+    #: a root's allocation requests, when they are not all of ``resources`` from
+    #: the root (a query answered tree by tree: :mod:`.trees`)
+    requests: Requests | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -81,7 +89,8 @@ class Match:
         """:meth:`hosts`, and the table they are rows of."""
         tables = self.tables.hosts(self.snapshot, catalog,
                                    default_availability_zone=default_availability_zone)
-        return tables.view(self.rows, self.resources, self.overlay, busy=self.busy), tables
+        return tables.view(self.rows, self.resources, self.overlay, busy=self.busy,
+                           requests=self.requests), tables
 
 
 class ProviderViewError(SchedulerError):
@@ -138,11 +147,22 @@ class ProviderView:
         why = why_not_exact(query, snapshot)
         if why is not None:
             return None, why
-        rows = matching(snapshot, query, overlay)
+        requests: Requests | None = None
+        if is_flat(query, snapshot):
+            rows = matching(snapshot, query, overlay)
+        else:
+            try:
+                found = trees.answer(snapshot, query, overlay)
+            except Unsettled:
+                return None, UNSETTLED
+            rows, requests = found.roots, found.requests
         if not len(rows):
             return None, NONE_FIT
-        [group] = [g for g in query.groups if not g.is_empty()]
-        return (Match(snapshot, rows, dict(group.resources), overlay, self._tables, query, busy),
+        resources: dict[str, int] = {}
+        for group in query.groups:
+            for rc, amount in group.resources.items():
+                resources[rc] = resources.get(rc, 0) + amount
+        return (Match(snapshot, rows, resources, overlay, self._tables, query, busy, requests),
                 None)
 
     def claimed(self, allocations: Mapping[str, Mapping[str, int]]) -> None:

@@ -418,14 +418,18 @@ def test_a_view_that_cannot_be_read_sends_the_request_to_placement_and_is_tried_
     assert why is None and hosts_of(found) == {uuid_for('a')}
 
 
-def test_a_class_held_below_a_root_or_by_a_sharing_provider_leaves_the_query_to_placement():
+def test_a_class_held_by_a_sharing_provider_leaves_the_query_to_placement():
     nested = snapshot(('a', 8, 0), ('a-numa0', 4, 0), parent_of={'a-numa0': 'a'})
     sharing = snapshot(('a', 8, 0), ('nfs', 8, 0),
                        traits={'nfs': {'MISC_SHARES_VIA_AGGREGATE'}})
 
-    assert answer.why_not_exact(vcpus(1), nested) == answer.NESTED
     assert answer.why_not_exact(vcpus(1), sharing) == answer.SHARING
+    # A class held below a root is searched tree by tree; one only roots hold is
+    # answered root by root.
+    assert answer.why_not_exact(vcpus(1), nested) is None
+    assert not answer.is_flat(vcpus(1), nested)
     assert answer.why_not_exact(vcpus(1), snapshot(('a', 8, 0))) is None
+    assert answer.is_flat(vcpus(1), snapshot(('a', 8, 0)))
 
 
 def test_a_tree_whose_children_hold_other_classes_is_answered_whole():
@@ -468,17 +472,18 @@ def test_with_the_view_on_a_query_it_cannot_answer_goes_to_placement(fake, make_
     fake.add_compute('cn0')
     manager = make_manager()
     manager.query.view = ProviderView(
-        Reads(snapshot(('cn0', 16, 0), ('cn0-numa0', 4, 0), parent_of={'cn0-numa0': 'cn0'})),
+        Reads(snapshot(('cn0', 16, 0), ('nfs', 4, 0),
+                       traits={'nfs': {'MISC_SHARES_VIA_AGGREGATE'}})),
         max_age=1.0)
     sent_before = metrics.PROVIDER_VIEW_QUERIES.value(answer='placement',
-                                                      why=answer.NESTED)
+                                                      why=answer.SHARING)
 
     [selections] = select(manager, user_spec(), uuids(1), return_alternates=False)
 
     assert selections[0].service_host == 'cn0'
     assert len(fake.calls_to('get_allocation_candidates')) == 1
     assert metrics.PROVIDER_VIEW_QUERIES.value(answer='placement',
-                                               why=answer.NESTED) == sent_before + 1
+                                               why=answer.SHARING) == sent_before + 1
 
 
 def test_with_the_view_on_a_query_it_answers_asks_placement_only_to_claim(fake, make_manager):

@@ -1,0 +1,182 @@
+"""Which providers of a snapshot may serve each request group of a query, for the
+whole cloud at once (pure).
+
+Placement 16 finds each group's candidates on its own before it combines them
+(``research_context``); so does this, as one column of booleans over every
+provider per slot (:mod:`.search`), then splits them by tree:
+
+* a granular group (suffixed, ``use_same_provider``): one provider with
+  capacity for each of its amounts (``_capacity_check_clause``), every required
+  trait and no forbidden one, in each ``member_of`` set and in no forbidden
+  aggregate itself, in the tree of ``in_tree`` (``get_provider_ids_matching``); a
+  resourceless group only by its traits and aggregates (Placement reads its
+  ``in_tree`` only to refuse an unknown provider);
+* the unsuffixed group, one slot per class: a provider with capacity for it,
+  without a forbidden trait, which itself *or its root* is in the ``member_of``
+  sets, neither it nor its root in a forbidden aggregate
+  (``get_trees_matching_all``: an aggregate on the root spans the tree); its
+  required traits are the combination's, checked by the search;
+* every slot: in a tree whose root has the ``root_required`` traits and none of
+  ``root_forbidden`` (``_get_roots_with_traits``).
+
+A tree is a candidate when each slot has a provider in it; whether the slots
+fit together is the search's question.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
+from scheduler.provider_view.search import Cloud, Rules, Slot
+from scheduler.provider_view.snapshot import ProviderSnapshot
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Per candidate root (snapshot rows, ascending): per slot, the rows of its
+    tree that may fill it (ascending)."""
+
+    rules: Rules
+    cloud: Cloud
+    roots: np.ndarray
+    by_root: dict[int, tuple[tuple[int, ...], ...]]
+
+
+def rules_of(query: AllocationCandidatesQuery) -> Rules:
+    """The slots of ``query`` (the unsuffixed group's classes, then each granular
+    group in the query's order) and the rules on their combination."""
+    slots: list[Slot] = []
+    unsuffixed = [g for g in query.groups if not g.suffix and not g.is_empty()]
+    for group in unsuffixed:
+        slots.extend(Slot('', ((rc, amount),), granular=False)
+                     for rc, amount in sorted(group.resources.items()))
+    seen: dict[tuple, int] = {}
+    for group in _granular(query):
+        identity = _identity(group, query)
+        twin = seen.get(identity, -1)
+        seen[identity] = len(slots)
+        slots.append(Slot(group.suffix, tuple(sorted(group.resources.items())),
+                          granular=True, twin=twin))
+    return Rules(tuple(slots), isolate=query.group_policy == 'isolate',
+                 same_subtree=tuple(frozenset(s) for s in query.same_subtree),
+                 traits=frozenset(unsuffixed[0].required_traits) if unsuffixed else frozenset())
+
+
+def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
+               used: dict[str, np.ndarray]) -> Candidates:
+    """Each slot's providers, by tree; ``used``: per class requested, the usage
+    (aligned with the snapshot's inventory of it) the answer counts."""
+    rules = rules_of(query)
+    masks = _slot_masks(snapshot, query, used)
+    roots = snapshot.roots
+    rows_of = [np.flatnonzero(mask) for mask in masks]
+    common = functools.reduce(np.intersect1d, (np.unique(roots[rows]) for rows in rows_of))
+    by_slot = []
+    for rows in rows_of:
+        rows = rows[np.isin(roots[rows], common)]
+        rows = rows[np.argsort(roots[rows], kind='stable')]
+        keys = roots[rows]
+        by_slot.append((rows.tolist(), np.searchsorted(keys, common).tolist(),
+                        np.searchsorted(keys, common, side='right').tolist()))
+    by_root = {root: tuple(tuple(rows[start[i]:end[i]]) for rows, start, end in by_slot)
+               for i, root in enumerate(common.tolist())}
+    return Candidates(rules, _cloud(snapshot, rules, used), common, by_root)
+
+
+def _granular(query: AllocationCandidatesQuery) -> list[RequestGroupQuery]:
+    return [g for g in query.groups if g.suffix and not g.is_empty()]
+
+
+def _identity(group: RequestGroupQuery, query: AllocationCandidatesQuery) -> tuple:
+    """What makes two granular groups interchangeable: all they ask, and the
+    same_subtree sets they are in."""
+    return (tuple(sorted(group.resources.items())), frozenset(group.required_traits),
+            frozenset(group.forbidden_traits), frozenset(group.member_of),
+            frozenset(group.forbidden_aggregates), group.in_tree if group.resources else None,
+            tuple(group.suffix in s for s in query.same_subtree))
+
+
+def _slot_masks(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
+                used: dict[str, np.ndarray]) -> list[np.ndarray]:
+    n = len(snapshot)
+    roots = snapshot.roots
+    anchor = np.ones(n, dtype=bool)
+    for trait in query.root_required:
+        anchor &= snapshot.with_trait(trait)
+    for trait in query.root_forbidden:
+        anchor &= ~snapshot.with_trait(trait)
+    anchor = anchor[roots]
+    masks: list[np.ndarray] = []
+    for group in (g for g in query.groups if not g.suffix and not g.is_empty()):
+        base = anchor & _in_tree(snapshot, group)
+        for trait in group.forbidden_traits:
+            base &= ~snapshot.with_trait(trait)
+        if group.member_of:
+            member = _member_of(snapshot, group.member_of)
+            base &= member | member[roots]
+        if group.forbidden_aggregates:
+            bad = _member_of(snapshot, [frozenset(group.forbidden_aggregates)])
+            base &= ~bad & ~bad[roots]
+        masks.extend(base & _fits(snapshot, rc, amount, used)
+                     for rc, amount in sorted(group.resources.items()))
+    for group in _granular(query):
+        mask = anchor.copy()
+        if group.resources:
+            mask &= _in_tree(snapshot, group)
+        for rc, amount in group.resources.items():
+            mask &= _fits(snapshot, rc, amount, used)
+        for trait in group.required_traits:
+            mask &= snapshot.with_trait(trait)
+        for trait in group.forbidden_traits:
+            mask &= ~snapshot.with_trait(trait)
+        if group.member_of:
+            mask &= _member_of(snapshot, group.member_of)
+        if group.forbidden_aggregates:
+            mask &= ~_member_of(snapshot, [frozenset(group.forbidden_aggregates)])
+        masks.append(mask)
+    return masks
+
+
+def _in_tree(snapshot: ProviderSnapshot, group: RequestGroupQuery) -> np.ndarray:
+    if group.in_tree is None:
+        return np.ones(len(snapshot), dtype=bool)
+    return snapshot.roots == snapshot.roots[snapshot.index[group.in_tree]]
+
+
+def _member_of(snapshot: ProviderSnapshot, sets: Sequence[frozenset[str]]) -> np.ndarray:
+    """Per provider, whether it is in one aggregate of each set."""
+    mask = np.ones(len(snapshot), dtype=bool)
+    for any_of in sets:
+        mask &= np.logical_or.reduce([snapshot.in_aggregate(a) for a in any_of])
+    return mask
+
+
+def _fits(snapshot: ProviderSnapshot, rc: str, amount: int,
+          used: dict[str, np.ndarray]) -> np.ndarray:
+    """Per provider, whether it can give ``amount`` of ``rc`` on its own."""
+    mask = np.zeros(len(snapshot), dtype=bool)
+    inv = snapshot.inventories.get(rc)
+    if inv is None:
+        return mask
+    step = np.where(inv.step_size > 0, inv.step_size, 1)
+    mask[inv.rows[(used[rc] + amount <= inv.limit) & (inv.min_unit <= amount)
+                  & (inv.max_unit >= amount) & (amount % step == 0)]] = True
+    return mask
+
+
+def _cloud(snapshot: ProviderSnapshot, rules: Rules, used: dict[str, np.ndarray]) -> Cloud:
+    room: dict[str, list[int]] = {}
+    for rc in {rc for slot in rules.slots for rc, _ in slot.resources}:
+        column = np.full(len(snapshot), -1, dtype=np.int64)
+        inv = snapshot.inventories.get(rc)
+        if inv is not None:
+            # Placement's last check, on the combination: capacity as its summary
+            # rounds it, and max_unit for what several groups take together.
+            column[inv.rows] = np.minimum(inv.capacity - used[rc], inv.max_unit)
+        room[rc] = column.tolist()
+    has = {trait: snapshot.with_trait(trait).tolist() for trait in rules.traits}
+    return Cloud(room, snapshot.parent_rows.tolist(), has)

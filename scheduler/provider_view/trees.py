@@ -1,0 +1,100 @@
+"""Placement's answer to a query of several request groups, or of classes held
+below the roots, tree by tree (pure).
+
+Which hosts Placement answers is decided exactly: a root is answered when its
+tree has one combination Placement accepts (:mod:`.groups` finds each slot's
+providers, :mod:`.search` a combination that fits together). What it says of a
+host is a few of Placement's allocation requests, not all of them: each is one
+Placement returns (the same providers and amounts, the same mappings), found
+without building the product Placement builds, and only for the hosts a
+request looks at (the first decides whether the host is answered, the others
+are found when its HostState is built). The provider summaries are Placement's:
+every provider of each answered tree (``_build_provider_summaries``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from placement_client.models import Candidates
+from placement_client.query import AllocationCandidatesQuery
+from scheduler.provider_view import groups
+from scheduler.provider_view.answer import Overlay, summaries, used_with
+from scheduler.provider_view.search import BUDGET, Rules, assignments
+from scheduler.provider_view.snapshot import ProviderSnapshot
+
+#: Allocation requests answered per host: the claim tries up to
+#: ``max_claim_candidates_per_host`` (3) of them, and one more is spare.
+REQUESTS_PER_ROOT = 4
+
+
+@dataclass
+class TreeAnswer:
+    """The roots (snapshot rows, ascending) whose trees hold the query, and their
+    allocation requests on demand."""
+
+    snapshot: ProviderSnapshot
+    found: groups.Candidates
+    roots: np.ndarray
+    per_root: int = REQUESTS_PER_ROOT
+    _requests: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def requests(self, root: int) -> list[dict[str, Any]]:
+        """Up to :attr:`per_root` of Placement's allocation requests on ``root``'s tree."""
+        found = self._requests.get(root)
+        if found is None:
+            rules = self.found.rules
+            found = self._requests[root] = [
+                allocation_request(rules, assignment, self.snapshot.uuids)
+                for assignment in assignments(rules, self.found.cloud, self.found.by_root[root],
+                                              limit=self.per_root)]
+        return found
+
+
+def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay: Overlay,
+           *, per_root: int = REQUESTS_PER_ROOT, budget: int = BUDGET) -> TreeAnswer:
+    """The roots that hold ``query`` with this worker's claims since the read
+    (``overlay``). Only for a query :func:`.answer.why_not_exact` accepts;
+    :class:`.search.Unsettled` when a tree could not be decided within ``budget``."""
+    classes = {rc for g in query.groups for rc in g.resources}
+    used = {rc: used_with(snapshot, rc, snapshot.inventories[rc], overlay)
+            for rc in classes if rc in snapshot.inventories}
+    found = groups.candidates(snapshot, query, used)
+    rules, cloud = found.rules, found.cloud
+    kept = [root for root in found.roots.tolist()
+            if assignments(rules, cloud, found.by_root[root], limit=1, budget=budget)]
+    return TreeAnswer(snapshot, found, np.array(kept, dtype=np.intp), per_root)
+
+
+def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
+               overlay: Overlay, microversion: str,
+               per_root: int = REQUESTS_PER_ROOT) -> Candidates:
+    """:func:`answer` as Placement's JSON: up to ``per_root`` allocation requests per
+    answered root, and the summaries of every provider of those trees."""
+    found = answer(snapshot, query, overlay, per_root=per_root)
+    roots = found.roots.tolist()
+    requests = [request for root in roots for request in found.requests(root)]
+    return Candidates.from_json({'allocation_requests': requests,
+                                 'provider_summaries': summaries(snapshot, roots, overlay)},
+                                microversion)
+
+
+def allocation_request(rules: Rules, assignment: tuple[int, ...],
+                       uuids: list[str]) -> dict[str, Any]:
+    """The allocation request of one assignment, as Placement writes it: what each
+    provider gives, summed over the groups it serves, and which providers serve
+    each group (a resourceless group's provider in its mapping only)."""
+    allocations: dict[str, dict[str, int]] = {}
+    mappings: dict[str, list[str]] = {}
+    for slot, row in zip(rules.slots, assignment, strict=True):
+        rp = uuids[row]
+        for rc, amount in slot.resources:
+            given = allocations.setdefault(rp, {})
+            given[rc] = given.get(rc, 0) + amount
+        providers = mappings.setdefault(slot.suffix, [])
+        if rp not in providers:
+            providers.append(rp)
+    return {'allocations': {rp: {'resources': given} for rp, given in allocations.items()},
+            'mappings': mappings}
