@@ -33,18 +33,15 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from placement_client.client import PlacementClient
 from scheduler import exceptions as exc
-from scheduler.rpc.client import SchedulerClient
-from scheduler.rpc.transport import get_transport
 from scheduler.simulate import seed
-from tests.builders import boot_spec, new_uuids, select
 from tests.fixtures.invariants import expected_allocations, over_capacity, read_capacity, read_held
 from tests.fixtures.placement import make_placement_conf
 from tests.fixtures.processes import REPO, wait_for, write_config
-from tests.fixtures.service import conf_for
 
 # Per host: room for eight "small" (1 VCPU, 1 GiB, 10 GB) or four "medium" instances.
 HOST_INVENTORY = {
@@ -72,6 +69,14 @@ class Drill:
     seed: int = 1
     #: False: the service runs without its claims journal (the baseline)
     journal: bool = True
+    #: The topic the service consumes (a fresh one when None) and the caller's
+    #: boot: (flavor as boot_spec's arguments, instance uuids) -> per instance, the
+    #: allocations its Selection announced; raises NoValidHost when refused. None:
+    #: this project's own client (tests/interop passes Nova's).
+    topic: str | None = None
+    boot: Callable[[dict[str, int], list[str]], list[dict[str, dict[str, int]]]] | None = None
+    #: The Python the service runs with (tests/interop: the service's own virtualenv).
+    service_python: str = sys.executable
 
 
 @dataclass
@@ -81,6 +86,7 @@ class Request:
     answered: list[dict[str, dict[str, int]]] | None = None   # per instance, as told
     refused: bool = False
     error: str | None = None
+    detail: str = ''
 
 
 @dataclass
@@ -103,6 +109,8 @@ class Report:
     claims_left_alone: int = 0
     longest_restart_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
+    #: what the first few errors said (a caller's library may fail in ways of its own)
+    error_samples: list[str] = field(default_factory=list)
 
     def holds(self) -> bool:
         return not (self.failed_instances_holding or self.refused_instances_holding
@@ -113,8 +121,9 @@ class Report:
 class Service:
     """``scheduler-service`` in a session of its own; every start logs to its own file."""
 
-    def __init__(self, config: pathlib.Path):
+    def __init__(self, config: pathlib.Path, python: str = sys.executable):
         self.config = config
+        self.python = python
         self.starts = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.logs: list[pathlib.Path] = []
@@ -127,7 +136,7 @@ class Service:
         self.logs.append(log)
         with log.open('wb') as out:
             self.proc = subprocess.Popen(
-                [sys.executable, '-m', 'scheduler.cmd.service', '--config-file',
+                [self.python, '-m', 'scheduler.cmd.service', '--config-file',
                  str(self.config)], cwd=REPO, start_new_session=True,
                 env={**os.environ, 'PYTHONPATH': str(REPO)}, stdout=out,
                 stderr=subprocess.STDOUT)
@@ -202,7 +211,7 @@ def run(drill: Drill) -> Report:
     placement = PlacementClient.from_conf(make_placement_conf(drill.placement_url))
     providers = seed_cloud(placement, drill.hosts)
     capacity_units = drill.hosts * 8
-    topic = f'scheduler-chaos-{uuid.uuid4().hex[:8]}'
+    topic = drill.topic or f'scheduler-chaos-{uuid.uuid4().hex[:8]}'
     config = write_config(
         drill.workdir / 'chaos.conf', placement_url=drill.placement_url,
         transport_url=drill.rabbit_url, topic=topic, workers=drill.workers,
@@ -212,35 +221,51 @@ def run(drill: Drill) -> Report:
                'claim_retry_delay = 0.02\n[placement]\nread_timeout = 10\n'
                '[DEFAULT]\ngraceful_shutdown_timeout = 5\n'
                + ('' if drill.journal else '[claims_journal]\ndirectory =\n')))
-    service = Service(config)
+    service = Service(config, drill.service_python)
     report = Report()
     requests: list[Request] = []
     live: list[tuple[str, int]] = []     # answered, undeleted instances and their units
     deleted: set[str] = set()
     lock = threading.Lock()
-    transport = get_transport(conf_for(drill.placement_url, drill.rabbit_url))
+    # This project's client only when the caller's is not given: tests/interop
+    # brings Nova's, in a process with the libraries of Nova's release, where the
+    # scheduler's own request flow need not even import.
+    transport = None
+    if drill.boot is None:
+        from scheduler.rpc.transport import get_transport
+        from tests.fixtures.service import conf_for
+        transport = get_transport(conf_for(drill.placement_url, drill.rabbit_url))
     restarts: list[float] = []
     try:
         service.start()
         deadline = time.monotonic() + drill.seconds
 
+        def our_boot(flavor: dict[str, int], instances: list[str]
+                     ) -> list[dict[str, dict[str, int]]]:
+            from scheduler.rpc.client import SchedulerClient
+            from tests.builders import boot_spec, select
+
+            client = SchedulerClient(transport, topic=topic, timeout=drill.call_timeout)
+            selections = select(client, boot_spec(num_instances=len(instances), **flavor),
+                                instances)
+            return [expected_allocations(s[0].allocation_request) for s in selections]
+
+        boot = drill.boot or our_boot
+
         def caller(n: int) -> None:
             mine = random.Random(drill.seed * 1000 + n)
-            client = SchedulerClient(transport, topic=topic, timeout=drill.call_timeout)
             while time.monotonic() < deadline:
                 flavor = mine.choice(['small', 'small', 'medium'])
                 count = mine.choice([1, 1, 2, 3])
                 args, units = FLAVORS[flavor]
-                request = Request(new_uuids(count), units * count)
+                request = Request([str(uuid.uuid4()) for _ in range(count)], units * count)
                 try:
-                    selections = select(client, boot_spec(num_instances=count, **args),
-                                        request.instances)
-                    request.answered = [expected_allocations(s[0].allocation_request)
-                                        for s in selections]
+                    request.answered = boot(args, request.instances)
                 except exc.NoValidHost:
                     request.refused = True
                 except Exception as e:  # noqa: BLE001 - what the caller saw is the result
                     request.error = type(e).__name__
+                    request.detail = str(e)[:300]
                 with lock:
                     requests.append(request)
                     if request.answered is not None:
@@ -280,7 +305,8 @@ def run(drill: Drill) -> Report:
         report.deleted_by_users = len(deleted)
         return report
     finally:
-        transport.cleanup()
+        if transport is not None:
+            transport.cleanup()
         service.stop()
 
 
@@ -305,6 +331,8 @@ def _audit(report: Report, placement: PlacementClient, providers: list[str],
         else:
             report.failed += 1
             report.errors[request.error or '?'] = report.errors.get(request.error or '?', 0) + 1
+            if request.error != 'MessagingTimeout' and len(report.error_samples) < 3:
+                report.error_samples.append(f'{request.error}: {request.detail}')
             report.failed_instances += len(request.instances)
             report.failed_instances_holding += sum(i in held for i in request.instances)
     report.unknown_consumers = len(set(held) - known)
