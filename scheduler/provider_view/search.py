@@ -22,7 +22,9 @@ combination:
 * the providers of the unsuffixed group have its required traits together
   (``_check_traits_for_alloc_request``; forbidden traits never reach a slot).
 
-Each remaining slot must still have a provider that fits (forward checking),
+A tree whose providers have less room in all than the slots ask is refused
+first (as Placement refuses it). Each remaining slot must still have a provider
+that fits (forward checking),
 and under ``isolate`` the remaining granular slots must still find distinct
 providers (a bipartite matching), so a host that cannot serve the query is
 usually refused at its first steps. Granular groups that ask exactly the same
@@ -96,7 +98,7 @@ def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]],
     one, so that the answers spread over the tree's providers (a claim refused on
     one provider has an alternative elsewhere) instead of differing in the last
     slot only."""
-    if any(not c for c in candidates):
+    if any(not c for c in candidates) or not _room_enough(rules, cloud, candidates):
         return []
     seen: set[tuple[int, ...]] = set()
     found = _Search(rules, cloud, candidates, 0, budget).first(seen)
@@ -213,6 +215,21 @@ class _Search:
         if not all(options.values()):
             return False
         return _distinct_providers([o for s, o in options.items() if self.slots[s].granular])
+
+
+def _room_enough(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]]) -> bool:
+    """Whether what the slots ask of each class, in all, is no more than the room
+    of the providers that may give it (Placement's own first check on a tree,
+    ``_pre_check_overall_capacity``): a host far too small is refused before any
+    step."""
+    asked: dict[str, int] = {}
+    givers: dict[str, set[int]] = {}
+    for slot, rows in zip(rules.slots, candidates, strict=True):
+        for rc, amount in slot.resources:
+            asked[rc] = asked.get(rc, 0) + amount
+            givers.setdefault(rc, set()).update(rows)
+    return all(amount <= sum(cloud.room[rc][row] for row in givers[rc])
+               for rc, amount in asked.items())
 
 
 def _rotated(rows: Sequence[int], by: int) -> list[int]:

@@ -756,3 +756,33 @@ def test_the_view_s_hosts_no_source_knows_are_looked_up_once_and_left_out_until_
     # Asked once about both; fresh became known, orphan is asked again only after
     # retry_after, and is never chosen meanwhile.
     assert api.asked == [sorted([uuid_for('fresh'), uuid_for('orphan')])]
+
+
+def test_a_granular_query_on_a_tree_counts_the_worker_s_claims_since_the_read():
+    # Host a has two vGPUs, b one; a claim since the read took b's and one of a's.
+    tree = ProviderSnapshot.from_rows(
+        [(1, uuid_for('a'), 1, None), (2, uuid_for('a-gpu0'), 1, 1), (3, uuid_for('a-gpu1'), 1, 1),
+         (4, uuid_for('b'), 1, None), (5, uuid_for('b-gpu0'), 1, 4)],
+        [(row, 'VCPU', 8, 0, 1, 8, 1, 1.0) for row in (1, 4)]
+        + [(row, 'VGPU', 1, 0, 1, 1, 1, 1.0) for row in (2, 3, 5)],
+        [], [], [])
+    query = AllocationCandidatesQuery(groups=[
+        RequestGroupQuery(resources={'VCPU': 1}),
+        RequestGroupQuery(suffix='1', resources={'VGPU': 1})])
+    view = ProviderView(Reads(tree), max_age=60.0)
+
+    found, why = view.match(query)
+    assert why is None and hosts_of(found) == {uuid_for('a'), uuid_for('b')}
+    view.claimed({uuid_for('b-gpu0'): {'VGPU': 1}, uuid_for('a-gpu0'): {'VGPU': 1}})
+
+    found, why = view.match(query)
+    assert why is None and hosts_of(found) == {uuid_for('a')}
+    hosts = found.hosts(catalog_of('a', 'b'))
+    [row] = hosts.rows.tolist()
+    host = hosts.table.host(row)
+    assert [dict(r.allocations) for r in host.allocation_candidates] == [
+        {uuid_for('a'): {'VCPU': 1}, uuid_for('a-gpu1'): {'VGPU': 1}}]
+    assert [dict(r.mappings) for r in host.allocation_candidates] == [
+        {'': (uuid_for('a'),), '1': (uuid_for('a-gpu1'),)}]
+    view.claimed({uuid_for('a-gpu1'): {'VGPU': 1}})
+    assert view.match(query) == (None, NONE_FIT)
