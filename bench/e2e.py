@@ -145,19 +145,20 @@ def run_end_to_end(providers: int = DEFAULT_PROVIDERS, requests: int = DEFAULT_R
     measured requests (when py-spy is installed); the hotspots go in a note.
     """
     with _deployment(providers, deployment) as dep:
-        samples, sampler = _sequential(dep, requests, warmup, profile=profile)
-        # The claims journal's baseline (it is on, as shipped, above): the same
-        # requests once more without it, on the same Placement.
-        baseline, _ = _sequential(dep, requests, warmup,
-                                  extra_config='[claims_journal]\ndirectory =\n')
+        # Requests alternate between the service as shipped (claims journal on) and
+        # its baseline without the journal, both running: whatever else the machine
+        # does at a moment weighs on both alike.
+        by_config, sampler = _sequential(dep, requests, warmup, profile=profile, configs={
+            'shipped': '', 'no journal': '[claims_journal]\ndirectory =\n'})
+    samples, baseline = by_config['shipped'], by_config['no journal']
     rows = _e2e_rows(providers, samples)
     for name, pick in (('wall', lambda s: s.wall), ('own time', lambda s: s.own)):
         with_journal = statistics.median(pick(s) for s in samples)
         without = statistics.median(pick(s) for s in baseline)
         rows.append(Row(f'e2e: {name} median, no claims journal (baseline)', providers,
                         without * 1000.0, ratio=with_journal / without if without else 0.0,
-                        note=f'{len(baseline)} requests after the measured ones; ratio: '
-                             'with the journal / without'))
+                        note=f'{len(baseline)} requests, alternating with the measured ones; '
+                             'ratio: with the journal / without'))
     if sampler is not None and profile and pathlib.Path(profile).exists():
         spots = profiling.hotspots(profile, top=8)
         top = '; '.join(f'{f} {s * 100:.0f}%' for f, s in spots['self'][:8])
@@ -167,55 +168,65 @@ def run_end_to_end(providers: int = DEFAULT_PROVIDERS, requests: int = DEFAULT_R
 
 
 def _sequential(dep: deploy.Deployment, requests: int, warmup: int, *,
-                profile: str | None = None, extra_config: str = ''
-                ) -> tuple[list[_Sample], Any]:
-    """``requests`` boots one at a time (after ``warmup``), each split into its parts."""
+                configs: dict[str, str], profile: str | None = None
+                ) -> tuple[dict[str, list[_Sample]], Any]:
+    """``requests`` boots one at a time (after ``warmup``) to each of the services
+    ``configs`` name (extra configuration each), in turn; each boot split into its
+    parts. ``profile`` samples the first service."""
     from scheduler.rpc.client import SchedulerClient
 
-    with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=1,
-                                  hosts_file=dep.hosts_file(), metrics=True,
-                                  extra_config=extra_config) as (svc, tr):
-        client = SchedulerClient(tr, topic=svc.topic, timeout=120)
+    with contextlib.ExitStack() as stack:
+        services = {name: stack.enter_context(deploy.scheduler_service(
+            dep.workdir, placement_url=dep.url, workers=1,
+            hosts_file=dep.hosts_file(), metrics=True, extra_config=extra))
+            for name, extra in configs.items()}
+        clients = {name: SchedulerClient(tr, topic=svc.topic, timeout=120)
+                   for name, (svc, tr) in services.items()}
         calls = _Calls(dep.access_log())
-        samples: list[_Sample] = []
+        samples: dict[str, list[_Sample]] = {name: [] for name in configs}
         claimed: list[str] = []
         sampler = None
         try:
             for i in range(warmup + requests):
                 if i == warmup and profile:
-                    sampler = profiling.start(svc.pid, profile)
-                rid, consumer = deploy.new_request_id(), str(uuidlib.uuid4())
-                context, spec, uuids = deploy.boot_call(rid, consumer)
-                before = deploy.scrape(svc.metrics_url)
-                started = time.perf_counter()
-                result = client.select_destinations(context, spec, uuids,
-                                                    return_objects=True,
-                                                    return_alternates=True)
-                wall = time.perf_counter() - started
-                after = deploy.scrape(svc.metrics_url)
-                if len(result) != 1 or not result[0]:
-                    raise RuntimeError(f'malformed answer to request {rid}: {result!r}')
-                claimed.append(consumer)
-                placement_calls = calls.wait_for_claim(rid, consumer)
-                if dep.query is None:
-                    dep.query = next(c.query for c in placement_calls if c.kind == 'GET a_c')
-                if i < warmup:
-                    continue
-                by_kind: dict[str, list[float]] = defaultdict(list)
-                for c in placement_calls:
-                    by_kind[c.kind].append(c.seconds)
-                samples.append(_Sample(
-                    wall=wall, get=sum(by_kind['GET a_c']), put=sum(by_kind['PUT alloc']),
-                    other=sum(by_kind['other']), puts=len(by_kind['PUT alloc']),
-                    gets=len(by_kind['GET a_c']),
-                    stages={s: after.get(_STAGE_KEY.format(s), 0.0)
-                            - before.get(_STAGE_KEY.format(s), 0.0) for s in _STAGES},
-                    server=after.get(_REQUEST_KEY, 0.0) - before.get(_REQUEST_KEY, 0.0)))
+                    sampler = profiling.start(next(iter(services.values()))[0].pid, profile)
+                for name, (svc, _) in services.items():
+                    sample = _one(dep, clients[name], svc, calls, claimed)
+                    if i >= warmup:
+                        samples[name].append(sample)
         finally:
             if sampler is not None:
                 sampler.stop()
             deploy.delete_consumers(dep.url, claimed)
     return samples, sampler
+
+
+def _one(dep: deploy.Deployment, client: Any, svc: Any, calls: _Calls,
+         claimed: list[str]) -> _Sample:
+    rid, consumer = deploy.new_request_id(), str(uuidlib.uuid4())
+    context, spec, uuids = deploy.boot_call(rid, consumer)
+    before = deploy.scrape(svc.metrics_url)
+    started = time.perf_counter()
+    result = client.select_destinations(context, spec, uuids, return_objects=True,
+                                        return_alternates=True)
+    wall = time.perf_counter() - started
+    after = deploy.scrape(svc.metrics_url)
+    if len(result) != 1 or not result[0]:
+        raise RuntimeError(f'malformed answer to request {rid}: {result!r}')
+    claimed.append(consumer)
+    placement_calls = calls.wait_for_claim(rid, consumer)
+    if dep.query is None:
+        dep.query = next(c.query for c in placement_calls if c.kind == 'GET a_c')
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for c in placement_calls:
+        by_kind[c.kind].append(c.seconds)
+    return _Sample(
+        wall=wall, get=sum(by_kind['GET a_c']), put=sum(by_kind['PUT alloc']),
+        other=sum(by_kind['other']), puts=len(by_kind['PUT alloc']),
+        gets=len(by_kind['GET a_c']),
+        stages={s: after.get(_STAGE_KEY.format(s), 0.0)
+                - before.get(_STAGE_KEY.format(s), 0.0) for s in _STAGES},
+        server=after.get(_REQUEST_KEY, 0.0) - before.get(_REQUEST_KEY, 0.0))
 
 
 def _e2e_rows(providers: int, samples: list[_Sample]) -> list[Row]:
