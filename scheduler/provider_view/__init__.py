@@ -12,7 +12,10 @@ claim it refuses (the view was stale) moves on to the next candidate, counts as
 used in the view and starts a new read; it can cost a retry, never an overcommit.
 
 * :mod:`.snapshot`: the providers as columns, read in one transaction.
-* :mod:`.answer`: which queries the snapshot answers exactly, and the answer.
+* :mod:`.answer`: which queries the snapshot answers exactly, and the answer of
+  those one root holds alone.
+* :mod:`.trees`: the answer of the others (granular groups, nested trees), tree by
+  tree: :mod:`.groups` finds each group's providers, :mod:`.search` a combination.
 * :mod:`.view`: the shared holder: how old a snapshot may be, the worker's own
   claims since it was read, refused claims.
 """

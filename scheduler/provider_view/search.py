@@ -214,7 +214,10 @@ class _Search:
         options = {s: [row for row in self.candidates[s] if self._fits(s, row)] for s in rest}
         if not all(options.values()):
             return False
-        return _distinct_providers([o for s, o in options.items() if self.slots[s].granular])
+        granular = [o for s, o in options.items() if self.slots[s].granular]
+        # k slots with k providers each always find distinct ones (Hall's condition).
+        return (all(len(o) >= len(granular) for o in granular)
+                or _distinct_providers(granular))
 
 
 def _room_enough(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]]) -> bool:
