@@ -27,6 +27,7 @@ from scheduler import conf as scheduler_conf
 from scheduler.conf import filter_scheduler as filter_scheduler_group
 from scheduler.conf import metrics as metrics_group
 from scheduler.conf import pci as pci_group
+from scheduler.conf import placement_database as placement_database_group
 from scheduler.conf import scheduler as scheduler_group
 from scheduler.conf import service as service_group
 from scheduler.conf import workarounds as workarounds_group
@@ -266,13 +267,14 @@ def make_conf(*, filter_scheduler: Mapping[str, Any] | None = None,
               pci: Mapping[str, Any] | None = None,
               **options: Any) -> cfg.ConfigOpts:
     """A fresh ConfigOpts with the options filters, weighers and the manager read
-    ([DEFAULT], [scheduler], [filter_scheduler], [metrics], [workarounds], and [pci] when
-    given), overridden per group (``scheduler={'max_attempts': 1}``) or by dotted name
-    (see ``override``). Cheap enough for every test; ``service_conf`` has all the
-    service's options."""
+    ([DEFAULT], [scheduler], [filter_scheduler], [metrics], [workarounds],
+    [placement_database], and [pci] when given), overridden per group
+    (``scheduler={'max_attempts': 1}``) or by dotted name (see ``override``). Cheap
+    enough for every test; ``service_conf`` has all the service's options."""
     conf = cfg.ConfigOpts()
     for group_conf in (service_group, scheduler_group, filter_scheduler_group, metrics_group,
-                       workarounds_group, *([pci_group] if pci is not None else [])):
+                       workarounds_group, placement_database_group,
+                       *([pci_group] if pci is not None else [])):
         group_conf.register_opts(conf)
     for group, values in (('filter_scheduler', filter_scheduler), (None, default),
                           ('scheduler', scheduler), ('metrics', metrics),

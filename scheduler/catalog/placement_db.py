@@ -26,6 +26,7 @@ from oslo_config import cfg
 
 from scheduler.catalog.dbapi import DirectConnection, DirectDatabase
 from scheduler.conf.placement_database import GROUP
+from scheduler.conf.scheduler import near_best_tolerance, provider_view_on
 from scheduler.exceptions import ConfigurationError
 from scheduler.provider_view.siblings import WorkerBoard
 from scheduler.provider_view.snapshot import Keyed, ProviderSnapshot
@@ -367,7 +368,7 @@ def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | Non
     ConfigurationError when it is on without ``[placement_database] connection``, or
     when the database driver is missing or the URL cannot work.
     """
-    if not conf.scheduler.provider_view:
+    if not provider_view_on(conf):
         return None
     opts = conf[GROUP]
     if not opts.connection:
@@ -381,7 +382,7 @@ def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | Non
     LOG.info('provider view on, read-only from %s, at most %ss old', reader.label,
              conf.scheduler.provider_view_max_age)
     if (siblings is not None and siblings.board.workers > 1
-            and not conf.scheduler.near_best_weight_tolerance):
+            and not near_best_tolerance(conf)):
         # Measured at 1,000 providers with 4 workers: 6% of claims refused in a
         # window and 16% while the cloud filled, against 1% and 4% at a tolerance of
         # 0.01 (doc/performance.md).

@@ -21,6 +21,7 @@ from oslo_log import log as oslo_logging
 
 from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
+from scheduler.conf.scheduler import provider_view_on
 from scheduler.memory import heap
 from scheduler.provider_view.siblings import ClaimsBoard
 
@@ -95,7 +96,7 @@ class Supervisor:
         # The provider views' shared record of the workers' claims, mapped before
         # they are forked (scheduler/provider_view/siblings.py).
         self.claims_board = (ClaimsBoard(workers)
-                             if conf.scheduler.provider_view else None)
+                             if provider_view_on(conf) else None)
 
     def _spawn(self, index: int) -> None:
         parent = os.getpid()

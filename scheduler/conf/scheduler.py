@@ -65,18 +65,20 @@ nova_opts = [
                     'Sent as ``limit`` on ``GET /allocation_candidates``. A low value '
                     'makes each request cheaper but may leave out the hosts the filters '
                     'and weighers would have preferred.'),
-    cfg.BoolOpt('provider_view', default=False,
+    cfg.BoolOpt('provider_view', default=None, sample_default='<on with a connection>',
                 help='Answer the queries it can answer exactly from a shared, recent view '
                      'of Placement\'s providers read from Placement\'s database '
                      '(``[placement_database] connection``) instead of one ``GET '
                      '/allocation_candidates`` per request; Placement still arbitrates every '
                      'claim, so a stale view costs a claim retry, never an overcommit. The '
-                     'view answers a single unsuffixed request group whose classes only '
-                     'root providers that share nothing hold, with every host that holds '
-                     'it (``max_placement_results`` bounds Placement\'s work, not the '
-                     'view\'s); other queries, NUMA and PCI requests, moves, and a query no '
-                     'host of the view fits go to Placement as before '
-                     '(``scheduler_provider_view_queries_total`` says which and why).'),
+                     'view answers flat and nested trees, granular groups, ``group_policy`` '
+                     'and ``same_subtree`` with the hosts Placement would answer '
+                     '(``max_placement_results`` bounds Placement\'s work, not the '
+                     'view\'s); queries with sharing providers, NUMA and PCI requests, '
+                     'moves, and a query no host of the view fits go to Placement as before '
+                     '(``scheduler_provider_view_queries_total`` says which and why). '
+                     'Unset (the default): on when ``[placement_database] connection`` is '
+                     'set, off otherwise.'),
     cfg.FloatOpt('provider_view_max_age', default=0.25, min=0.0, max=300.0,
                  help='How old, in seconds, the provider view may be when a request is '
                       'answered from it; older, it is read again (what changed since) on a '
@@ -98,7 +100,8 @@ nova_opts = [
                       'allocations were deleted, and its slice, which also takes in what '
                       'moves no generation (aggregates set below microversion 1.19). '
                       'Spread over reads, this costs no whole read\'s peak of memory.'),
-    cfg.FloatOpt('near_best_weight_tolerance', default=0.0, min=0.0, max=0.5,
+    cfg.FloatOpt('near_best_weight_tolerance', default=None, min=0.0, max=0.5,
+                 sample_default='<0.01 with the provider view, else 0>',
                  help='Spread concurrent decisions over the hosts whose weight is within '
                       'this fraction of the best host\'s (0.01: 1%), chosen at random '
                       'among them, as ``[filter_scheduler] shuffle_best_same_weighed_hosts`` '
@@ -117,7 +120,10 @@ nova_opts = [
                       'ten times this fraction; and when its own claims are in flight on '
                       'every one of them, any other host within twice this fraction: a '
                       'chosen host is never more than ten times this fraction worse than '
-                      'the best. 0, the default: Nova\'s ordering.'),
+                      'the best. 0: Nova\'s ordering. Unset (the default): 0.01 when the '
+                      'provider view is on (measured: claims refused for a stale view fall '
+                      'from 6% to 1% at 1,000 providers with 4 workers, for a mean regret of '
+                      '0.58%; doc/performance.md), 0 otherwise.'),
     cfg.BoolOpt('retry_without_limit', default=True,
                 help='When Placement\'s answer was cut at ``max_placement_results`` and no '
                      'host of it could be chosen (filters Placement cannot express, such as '
@@ -300,3 +306,21 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
     return {scheduler_group: nova_opts + service_opts}
+
+
+#: ``near_best_weight_tolerance`` when it is unset and the provider view is on.
+VIEW_NEAR_BEST_TOLERANCE = 0.01
+
+
+def provider_view_on(conf: cfg.ConfigOpts) -> bool:
+    """``[scheduler] provider_view``, or, unset, whether Placement's database is known."""
+    value = conf.scheduler.provider_view
+    return bool(conf.placement_database.connection) if value is None else bool(value)
+
+
+def near_best_tolerance(conf: cfg.ConfigOpts) -> float:
+    """``[scheduler] near_best_weight_tolerance``, or, unset, the provider view's default."""
+    value = conf.scheduler.near_best_weight_tolerance
+    if value is not None:
+        return float(value)
+    return VIEW_NEAR_BEST_TOLERANCE if provider_view_on(conf) else 0.0

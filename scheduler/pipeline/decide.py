@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from oslo_config import cfg
 
 from scheduler import exceptions as exc
+from scheduler.conf.scheduler import near_best_tolerance
 from scheduler.explain import InstanceAttempt, RequestTrace
 from scheduler.filters.base import BaseHostFilter
 from scheduler.host_state import HostState
@@ -72,7 +73,7 @@ class Ranking:
         fs = self.conf.filter_scheduler
         return order_hosts(weighed, host_subset_size=fs.host_subset_size,
                            shuffle_best_same_weighed_hosts=fs.shuffle_best_same_weighed_hosts,
-                           near_best_tolerance=self.conf.scheduler.near_best_weight_tolerance,
+                           near_best_tolerance=near_best_tolerance(self.conf),
                            rng=self.rng,
                            precedence=self.spread.precedence if self.spread else None)
 

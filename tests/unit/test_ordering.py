@@ -8,11 +8,12 @@ import pytest
 from placement_client.models import AllocationRequest, Candidates, ProviderSummary, ResourceUsage
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.hosts_file import HostsFileContent
+from scheduler.conf.scheduler import near_best_tolerance
 from scheduler.host_state import HostRecord
 from scheduler.host_table import HostTable, WeighedHost
 from scheduler.objects.spec import CellMapping, Destination
 from scheduler.pipeline.ordering import first_fitting, order_hosts, pick_alternates, prefilter_hosts
-from tests.builders import CELL_UUID, make_conf, make_host, make_spec, uuid_for
+from tests.builders import CELL_UUID, make_conf, make_host, make_spec, override, uuid_for
 
 OTHER_CELL = '00000000-0000-4000-8000-0000000000c2'
 
@@ -268,5 +269,15 @@ def test_first_fitting_skips_candidates_that_no_longer_fit():
     assert first_fitting(host) is None
 
 
-def test_nova_s_ordering_is_the_default():
-    assert make_conf().scheduler.near_best_weight_tolerance == 0.0
+def test_nova_s_ordering_is_the_default_without_the_provider_view():
+    assert near_best_tolerance(make_conf()) == 0.0
+
+
+def test_with_the_provider_view_on_the_near_best_tolerance_defaults_to_one_percent():
+    viewed = override(make_conf(), **{'placement_database.connection': 'postgresql://p/db'})
+    assert near_best_tolerance(viewed) == 0.01
+    # An operator's own value stands, 0 included.
+    assert near_best_tolerance(override(
+        viewed, **{'scheduler.near_best_weight_tolerance': 0.0})) == 0.0
+    assert near_best_tolerance(override(
+        make_conf(), **{'scheduler.near_best_weight_tolerance': 0.05})) == 0.05

@@ -17,6 +17,7 @@ from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import metrics
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.nova_api import ServiceState
+from scheduler.conf.scheduler import provider_view_on
 from scheduler.host_table import COLUMNS
 from scheduler.objects.spec import Aggregate
 from scheduler.provider_view import answer
@@ -28,7 +29,15 @@ from scheduler.provider_view.view import (
     ProviderView,
     ProviderViewError,
 )
-from tests.builders import SERVICE_CELL, make_conf, select, user_spec, uuid_for, uuids
+from tests.builders import (
+    SERVICE_CELL,
+    make_conf,
+    override,
+    select,
+    user_spec,
+    uuid_for,
+    uuids,
+)
 
 MICROVERSION = '1.36'
 
@@ -498,8 +507,13 @@ def test_with_the_view_on_a_query_it_answers_asks_placement_only_to_claim(fake, 
     assert len(fake.claims()) == 1
 
 
-def test_the_view_is_off_by_default():
-    assert make_conf().scheduler.provider_view is False
+def test_the_view_is_on_exactly_when_placement_s_database_is_known_unless_set():
+    connected = {'placement_database.connection': 'postgresql://placement@db/placement'}
+    assert provider_view_on(make_conf()) is False
+    assert provider_view_on(override(make_conf(), **connected)) is True
+    assert provider_view_on(override(make_conf(), **connected,
+                                     **{'scheduler.provider_view': False})) is False
+    assert provider_view_on(override(make_conf(), **{'scheduler.provider_view': True})) is True
 
 
 def catalog_of(*names: str) -> HostCatalog:
