@@ -23,15 +23,18 @@ allocation's providers must have "collectively" are that root's). That is what
   reserved) * allocation_ratio)`` (``_build_provider_summaries``).
 
 Granular groups (numbered or named), ``group_policy``, ``same_subtree``,
-resourceless suffixed groups and classes held below a root are answered tree
-by tree (:mod:`.trees`; :func:`is_flat` tells the two apart). What is left to
-Placement (:func:`why_not_exact` names the reason): a class held by a sharing
-provider (or a resourceless group where sharing providers exist), an ``in_tree``
-the snapshot does not know, and a query Placement refuses (its error is the
-answer: at microversion 1.36, among others, an unsuffixed group without
-resources). ``tests/functional/
-test_provider_view.py`` and ``test_provider_view_nested.py`` hold the answers to
-Placement's own on random clouds and queries.
+resourceless suffixed groups, classes held below a root and classes sharing
+providers hold are answered tree by tree (:mod:`.trees`; :func:`is_flat` tells
+the two apart). What is left to Placement (:func:`why_not_exact` names the
+reason): a sharing provider below a root (where a requested class or a
+resourceless group could reach it), an unsuffixed group whose every class a
+sharing provider holds, a class in the unsuffixed and a granular group without
+``group_policy=none`` (where Placement's own answer depends on the order it
+builds it in), an ``in_tree`` the snapshot does not know, and a query Placement
+refuses (its error is the answer: at microversion 1.36, among others, an
+unsuffixed group without resources). ``tests/functional/test_provider_view.py``,
+``test_provider_view_nested.py`` and ``test_provider_view_sharing.py`` hold the
+answers to Placement's own on random clouds and queries.
 """
 from __future__ import annotations
 
@@ -47,8 +50,19 @@ from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
 
 #: Reasons a query goes to Placement (metric label values).
 INVALID = 'a query Placement refuses'
-SHARING = 'a class held by a sharing provider'
+SHARING = 'a sharing provider below a root'
 UNKNOWN_TREE = 'in_tree not in the view'
+#: Placement keeps the unsuffixed group's combinations in a set whose equality
+#: ignores the anchor (``AllocationRequest.__eq__``): one taken all from sharing
+#: providers survives for one of the roots they serve, which one depending on
+#: the order of a set of its internal ids. Placement's answer is then its own.
+SHARED_ALONE = 'an unsuffixed group sharing providers alone may serve'
+#: Unless group_policy is none, Placement adds a class two groups take of one
+#: provider into the unsuffixed group's own AllocationRequestResource, shared
+#: by every combination it is in (``copy_arr_if_needed`` copies only under
+#: none): its amounts, and the capacity check on them, then depend on the order
+#: it builds combinations in.
+SUMMED_IN_PLACE = 'a class in the unsuffixed and a granular group, group_policy not none'
 
 #: provider uuid -> resource class -> amount claimed since the snapshot was read
 Overlay = Mapping[str, Mapping[str, int]]
@@ -60,15 +74,26 @@ def why_not_exact(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) 
     groups = [g for g in query.groups if not g.is_empty()]
     if _refused(query, groups):
         return INVALID
-    classes = {rc for g in groups for rc in g.resources}
-    if classes & snapshot.shared_classes:
-        return SHARING
-    # A sharing provider may serve a resourceless group for the trees it shares with.
-    if any(not g.resources for g in groups) and snapshot.sharing:
-        return SHARING
+    if query.group_policy != 'none' and _asked_twice(groups):
+        return SUMMED_IN_PLACE
+    if snapshot.sharing_below_root:
+        # A tree that holds a sharing provider would lend it to other anchors: its
+        # root could be in an answer that takes nothing from it but that provider.
+        classes = {rc for g in groups for rc in g.resources}
+        if classes & snapshot.shared_classes or any(not g.resources for g in groups):
+            return SHARING
+    if snapshot.sharing and any(g.in_tree is None and set(g.resources) <= snapshot.shared_classes
+                                for g in groups if not g.suffix):
+        return SHARED_ALONE
     if any(g.in_tree is not None and g.in_tree not in snapshot.index for g in groups):
         return UNKNOWN_TREE
     return None
+
+
+def _asked_twice(groups: list[RequestGroupQuery]) -> bool:
+    """Whether a class of the unsuffixed group is in a granular group too."""
+    unsuffixed = {rc for g in groups if not g.suffix for rc in g.resources}
+    return any(unsuffixed.intersection(g.resources) for g in groups if g.suffix)
 
 
 def is_flat(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) -> bool:
@@ -77,7 +102,8 @@ def is_flat(query: AllocationCandidatesQuery, snapshot: ProviderSnapshot) -> boo
     otherwise its trees are searched (:mod:`.trees`)."""
     groups = [g for g in query.groups if not g.is_empty()]
     return (len(groups) == 1 and not groups[0].suffix and not query.same_subtree
-            and not set(groups[0].resources) & snapshot.nested_classes)
+            and not set(groups[0].resources) & (snapshot.nested_classes
+                                                | snapshot.shared_classes))
 
 
 def _refused(query: AllocationCandidatesQuery, groups: list[RequestGroupQuery]) -> bool:

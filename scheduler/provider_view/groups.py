@@ -16,11 +16,23 @@ provider per slot (:mod:`.search`), then splits them by tree:
   sets, neither it nor its root in a forbidden aggregate
   (``get_trees_matching_all``: an aggregate on the root spans the tree); its
   required traits are the combination's, checked by the search;
-* every slot: in a tree whose root has the ``root_required`` traits and none of
-  ``root_forbidden`` (``_get_roots_with_traits``).
+* every slot: for a root (the *anchor*) that has the ``root_required`` traits
+  and none of ``root_forbidden`` (``_get_roots_with_traits``), and, when the
+  unsuffixed group forbids aggregates, is in none of them itself
+  (``filter_by_rp_nor_tree`` on the anchor).
 
-A tree is a candidate when each slot has a provider in it; whether the slots
-fit together is the search's question.
+A sharing provider (MISC_SHARES_VIA_AGGREGATE, a root: :func:`.answer.
+why_not_exact` sends the others to Placement) that may fill a slot may fill it
+for every anchor it serves (:meth:`.snapshot.ProviderSnapshot.anchors`), besides
+its own tree: a granular group's checks are its own
+(``_alloc_candidates_single_provider`` copies its request to each anchor); for
+the unsuffixed group, it must be in the ``member_of`` sets itself
+(``get_rps_with_shared_capacity``), and none is taken when the group names an
+``in_tree``. Each slot's candidates on an anchor are its tree's providers, then
+the sharing providers of other trees.
+
+An anchor is a candidate when each slot has a provider for it; whether the
+slots fit together is the search's question.
 """
 from __future__ import annotations
 
@@ -37,8 +49,8 @@ from scheduler.provider_view.snapshot import ProviderSnapshot
 
 @dataclass(frozen=True)
 class Candidates:
-    """Per candidate root (snapshot rows, ascending): per slot, the rows of its
-    tree that may fill it (ascending)."""
+    """Per candidate root (snapshot rows, ascending): per slot, the rows that may
+    fill it (its tree's, ascending, then sharing providers', ascending)."""
 
     rules: Rules
     cloud: Cloud
@@ -72,19 +84,65 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     (aligned with the snapshot's inventory of it) the answer counts."""
     rules = rules_of(query)
     masks = _slot_masks(snapshot, query, used)
-    roots = snapshot.roots
-    rows_of = [np.flatnonzero(mask) for mask in masks]
-    common = functools.reduce(np.intersect1d, (np.unique(roots[rows]) for rows in rows_of))
+    pairs = [_anchored(snapshot, mask, shares) for mask, shares in
+             zip(masks, _shares(query), strict=True)]
+    common = functools.reduce(np.intersect1d, (np.unique(keys) for keys, _ in pairs))
+    common = common[_anchor_ok(snapshot, query)[common]]
     by_slot = []
-    for rows in rows_of:
-        rows = rows[np.isin(roots[rows], common)]
-        rows = rows[np.argsort(roots[rows], kind='stable')]
-        keys = roots[rows]
+    for keys, rows in pairs:
+        kept = np.isin(keys, common)
+        keys, rows = keys[kept], rows[kept]
+        order = np.argsort(keys, kind='stable')
+        keys, rows = keys[order], rows[order]
         by_slot.append((rows.tolist(), np.searchsorted(keys, common).tolist(),
                         np.searchsorted(keys, common, side='right').tolist()))
     by_root = {root: tuple(tuple(rows[start[i]:end[i]]) for rows, start, end in by_slot)
                for i, root in enumerate(common.tolist())}
     return Candidates(rules, _cloud(snapshot, rules, used), common, by_root)
+
+
+def _anchored(snapshot: ProviderSnapshot, mask: np.ndarray,
+              shares: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(anchor, row) pairs of one slot: each provider of ``mask`` for its own root,
+    then (with ``shares``) each sharing provider of it for the other roots it
+    serves."""
+    rows = np.flatnonzero(mask)
+    keys = snapshot.roots[rows]
+    if not (shares and snapshot.sharing):
+        return keys, rows
+    sharers = snapshot.sharing_rows[mask[snapshot.sharing_rows]].tolist()
+    anchors = [snapshot.anchors(row) for row in sharers]
+    extra_keys = np.concatenate([keys, *anchors])
+    extra_rows = np.concatenate([rows, *(np.full(len(a), row, dtype=np.intp)
+                                         for row, a in zip(sharers, anchors, strict=True))])
+    # Its own root is already there (its tree's provider).
+    own = np.zeros(len(extra_rows), dtype=bool)
+    own[:len(rows)] = True
+    kept = own | (extra_keys != snapshot.roots[extra_rows])
+    return extra_keys[kept], extra_rows[kept]
+
+
+def _shares(query: AllocationCandidatesQuery) -> list[bool]:
+    """Per slot, whether a sharing provider may fill it for other trees: not for the
+    unsuffixed group when it names an ``in_tree`` (``get_trees_matching_all``)."""
+    shares: list[bool] = []
+    for group in (g for g in query.groups if not g.suffix and not g.is_empty()):
+        shares.extend([group.in_tree is None] * len(group.resources))
+    shares.extend(True for _ in _granular(query))
+    return shares
+
+
+def _anchor_ok(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery) -> np.ndarray:
+    """Per provider (meaningful for roots), whether it may anchor an answer."""
+    ok = np.ones(len(snapshot), dtype=bool)
+    for trait in query.root_required:
+        ok &= snapshot.with_trait(trait)
+    for trait in query.root_forbidden:
+        ok &= ~snapshot.with_trait(trait)
+    for group in (g for g in query.groups if not g.suffix and not g.is_empty()):
+        if group.forbidden_aggregates:
+            ok &= ~_member_of(snapshot, [frozenset(group.forbidden_aggregates)])
+    return ok
 
 
 def _granular(query: AllocationCandidatesQuery) -> list[RequestGroupQuery]:
@@ -102,29 +160,25 @@ def _identity(group: RequestGroupQuery, query: AllocationCandidatesQuery) -> tup
 
 def _slot_masks(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
                 used: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Per slot, the providers that may fill it, whatever their anchor (the
+    anchor's own rules: :func:`_anchor_ok`)."""
     n = len(snapshot)
     roots = snapshot.roots
-    anchor = np.ones(n, dtype=bool)
-    for trait in query.root_required:
-        anchor &= snapshot.with_trait(trait)
-    for trait in query.root_forbidden:
-        anchor &= ~snapshot.with_trait(trait)
-    anchor = anchor[roots]
     masks: list[np.ndarray] = []
     for group in (g for g in query.groups if not g.suffix and not g.is_empty()):
-        base = anchor & _in_tree(snapshot, group)
+        base = _in_tree(snapshot, group)
         for trait in group.forbidden_traits:
             base &= ~snapshot.with_trait(trait)
         if group.member_of:
+            # A sharing provider is a root: itself.
             member = _member_of(snapshot, group.member_of)
             base &= member | member[roots]
         if group.forbidden_aggregates:
-            bad = _member_of(snapshot, [frozenset(group.forbidden_aggregates)])
-            base &= ~bad & ~bad[roots]
+            base &= ~_member_of(snapshot, [frozenset(group.forbidden_aggregates)])
         masks.extend(base & _fits(snapshot, rc, amount, used)
                      for rc, amount in sorted(group.resources.items()))
     for group in _granular(query):
-        mask = anchor.copy()
+        mask = np.ones(n, dtype=bool)
         if group.resources:
             mask &= _in_tree(snapshot, group)
         for rc, amount in group.resources.items():

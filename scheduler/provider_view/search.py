@@ -31,6 +31,10 @@ usually refused at its first steps. Granular groups that ask exactly the same
 thing are interchangeable: the search gives them providers in order, which
 drops mirror images of one answer without losing any host.
 
+With sharing providers, a tree's slots may also take the sharing providers
+that serve its root; an answer for a host must then take something of the
+host's own tree (``touch``), or it names no provider of it.
+
 Which providers may fill a slot at all (capacity for its own amounts, traits,
 aggregates, ``in_tree``, the root's traits) is decided before, for the whole
 cloud at once (:mod:`.groups`).
@@ -88,11 +92,14 @@ class Cloud:
 
 
 def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]], *,
-                limit: int, budget: int = BUDGET) -> list[tuple[int, ...]]:
+                limit: int, budget: int = BUDGET,
+                touch: frozenset[int] | None = None) -> list[tuple[int, ...]]:
     """Up to ``limit`` distinct assignments (a row per slot, in slot order) that
     Placement would accept for one tree, whose slots may take the rows
-    ``candidates`` (per slot, ascending); [] when the tree has none. Unsettled
-    when the search could not tell within ``budget`` steps.
+    ``candidates`` (per slot); [] when the tree has none. Unsettled when the
+    search could not tell within ``budget`` steps. With ``touch``, only those
+    where a slot with resources takes one of those rows (a host's answer takes
+    something of its own tree: one all from sharing providers is no host's).
 
     The first search decides; the others begin each slot's candidates at a later
     one, so that the answers spread over the tree's providers (a claim refused on
@@ -101,7 +108,7 @@ def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]],
     if any(not c for c in candidates) or not _room_enough(rules, cloud, candidates):
         return []
     seen: set[tuple[int, ...]] = set()
-    found = _Search(rules, cloud, candidates, 0, budget).first(seen)
+    found = _Search(rules, cloud, candidates, 0, budget, touch).first(seen)
     if found is None:
         return []
     answers = [found]
@@ -109,7 +116,8 @@ def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]],
     widest = max(len(c) for c in candidates)
     while len(answers) < limit:
         try:
-            found = _Search(rules, cloud, candidates, len(answers) % widest, budget).first(seen)
+            found = _Search(rules, cloud, candidates, len(answers) % widest, budget,
+                            touch).first(seen)
         except Unsettled:
             break       # the tree is answered; fewer alternatives is all it costs
         if found is None:
@@ -121,8 +129,10 @@ def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]],
 
 class _Search:
     def __init__(self, rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]],
-                 rotation: int, budget: int):
+                 rotation: int, budget: int, touch: frozenset[int] | None = None):
         self.slots = rules.slots
+        self.touch = touch
+        self.touching = 0       # slots with resources on a row of ``touch``
         self.rules = rules
         self.cloud = cloud
         n = len(self.slots)
@@ -157,7 +167,7 @@ class _Search:
     def _walk(self, depth: int, seen: set[tuple[int, ...]]) -> Iterator[tuple[int, ...]]:
         if depth == len(self.order):
             found = tuple(self.chosen)
-            if found not in seen:
+            if found not in seen and (self.touch is None or self.touching):
                 yield found
             return
         slot = self.order[depth]
@@ -190,6 +200,8 @@ class _Search:
             self.taken[(row, rc)] = self.taken.get((row, rc), 0) + sign * amount
         if spec.granular:
             self.granular_on[row] = self.granular_on.get(row, 0) + sign
+        if self.touch is not None and spec.resources and row in self.touch:
+            self.touching += sign
         self.chosen[slot] = row if sign > 0 else -1
 
     def _holds(self, depth: int) -> bool:
@@ -209,6 +221,11 @@ class _Search:
         """Whether every slot after ``depth`` still has a provider that fits, and the
         granular ones distinct providers under ``isolate``."""
         rest = self.order[depth + 1:]
+        touch = self.touch
+        if touch is not None and not self.touching and not any(
+                self._fits(s, row) for s in rest if self.slots[s].resources
+                for row in self.candidates[s] if row in touch):
+            return False
         if not (self.rules.isolate and sum(self.slots[s].granular for s in rest) > 1):
             return all(any(self._fits(s, row) for row in self.candidates[s]) for s in rest)
         options = {s: [row for row in self.candidates[s] if self._fits(s, row)] for s in rest}

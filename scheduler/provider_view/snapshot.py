@@ -278,6 +278,12 @@ class ProviderSnapshot:
                                if sharing[inv.rows].any()}
         #: Whether any provider shares its inventories (MISC_SHARES_VIA_AGGREGATE).
         self.sharing = bool(sharing.any())
+        #: The sharing providers (rows, ascending).
+        self.sharing_rows = np.flatnonzero(sharing)
+        #: Whether a sharing provider has a parent: its tree would then be both an
+        #: anchor and a sharer's, which the view does not answer.
+        self.sharing_below_root = bool(self.below_root[self.sharing_rows].any())
+        self._anchors: dict[int, np.ndarray] = {}
 
     def inventory_of(self, row: int) -> dict[str, tuple[int, int, int, int, int, float, int]]:
         """Provider ``row``'s inventories: per class (total, reserved, min_unit,
@@ -289,6 +295,19 @@ class ProviderSnapshot:
                 found[rc] = (int(inv.total[at]), int(inv.reserved[at]), int(inv.min_unit[at]),
                              int(inv.max_unit[at]), int(inv.step_size[at]),
                              float(inv.allocation_ratio[at]), int(inv.used[at]))
+        return found
+
+    def anchors(self, row: int) -> np.ndarray:
+        """The roots (ascending) sharing provider ``row`` serves: of every provider in
+        one of its aggregates, its own root among them, as
+        ``research_context.anchors_for_sharing_providers`` finds them."""
+        found = self._anchors.get(row)
+        if found is None:
+            aggregates = self.aggregates.of(row)
+            members = np.zeros(len(self), dtype=bool)
+            for aggregate in aggregates:
+                members |= self.in_aggregate(aggregate)
+            found = self._anchors[row] = np.unique(self.roots[members])
         return found
 
     def tree(self, root: int) -> list[int]:

@@ -10,6 +10,15 @@ without building the product Placement builds, and only for the hosts a
 request looks at (the first decides whether the host is answered, the others
 are found when its HostState is built). The provider summaries are Placement's:
 every provider of each answered tree (``_build_provider_summaries``).
+
+With sharing providers, Placement answers per *anchor* root: its tree's
+providers and the sharing providers that serve it (:mod:`.groups`). A host is a
+root, not itself sharing, with an answer that takes something from its own
+tree: an answer all from sharing providers names no provider of it (Placement
+merges such answers of every anchor into one, and its summaries, which cover
+only the trees its answers take from, leave the anchor out). The summaries then
+cover the hosts' trees and each sharing provider's tree some answer, of any
+anchor, takes from.
 """
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ import numpy as np
 
 from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
+from scheduler.host_state import SHARING_TRAIT
 from scheduler.provider_view import groups
 from scheduler.provider_view.answer import Overlay, summaries, used_with
 from scheduler.provider_view.search import BUDGET, Rules, assignments
@@ -49,8 +59,26 @@ class TreeAnswer:
             found = self._requests[root] = [
                 allocation_request(rules, assignment, self.snapshot.uuids)
                 for assignment in assignments(rules, self.found.cloud, self.found.by_root[root],
-                                              limit=self.per_root)]
+                                              limit=self.per_root,
+                                              touch=touch(self.snapshot, self.found, root))]
         return found
+
+    def sharing_used(self) -> list[int]:
+        """The sharing providers' roots (ascending) whose trees some answer, of any
+        anchor, takes resources from: Placement summarises those trees too."""
+        snapshot, found = self.snapshot, self.found
+        resourced = [i for i, slot in enumerate(found.rules.slots) if slot.resources]
+        used = []
+        for sharer in snapshot.sharing_rows.tolist():
+            tree = frozenset(snapshot.tree(sharer))
+            anchors = [a for a in found.roots.tolist()
+                       if any(tree.intersection(found.by_root[a][i]) for i in resourced)]
+            # Its own tree first: the anchor that surely has it among its candidates.
+            anchors.sort(key=lambda a: a != sharer)
+            if any(assignments(found.rules, found.cloud, found.by_root[a], limit=1, touch=tree)
+                   for a in anchors):
+                used.append(sharer)
+        return used
 
 
 def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay: Overlay,
@@ -63,9 +91,26 @@ def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay
             for rc in classes if rc in snapshot.inventories}
     found = groups.candidates(snapshot, query, used)
     rules, cloud = found.rules, found.cloud
+    sharing = snapshot.with_trait(SHARING_TRAIT) if snapshot.sharing else None
     kept = [root for root in found.roots.tolist()
-            if assignments(rules, cloud, found.by_root[root], limit=1, budget=budget)]
+            if (sharing is None or not sharing[root])
+            and assignments(rules, cloud, found.by_root[root], limit=1, budget=budget,
+                            touch=touch(snapshot, found, root))]
     return TreeAnswer(snapshot, found, np.array(kept, dtype=np.intp), per_root)
+
+
+def touch(snapshot: ProviderSnapshot, found: groups.Candidates, root: int) -> frozenset[int] | None:
+    """The rows of ``root``'s tree when an answer could take all its resources from
+    sharing providers of other trees (the search must then find one that does not);
+    None when none could (a slot with resources has only its tree's providers)."""
+    if not snapshot.sharing:
+        return None
+    roots = snapshot.roots
+    if all(any(roots[row] != root for row in rows)
+           for slot, rows in zip(found.rules.slots, found.by_root[root], strict=True)
+           if slot.resources):
+        return frozenset(snapshot.tree(root))
+    return None
 
 
 def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
@@ -76,8 +121,9 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, *,
     found = answer(snapshot, query, overlay, per_root=per_root)
     roots = found.roots.tolist()
     requests = [request for root in roots for request in found.requests(root)]
+    trees = sorted(roots + found.sharing_used()) if snapshot.sharing else roots
     return Candidates.from_json({'allocation_requests': requests,
-                                 'provider_summaries': summaries(snapshot, roots, overlay)},
+                                 'provider_summaries': summaries(snapshot, trees, overlay)},
                                 microversion)
 
 

@@ -161,7 +161,10 @@ class ProviderView:
         resources: dict[str, int] = {}
         for group in query.groups:
             for rc, amount in group.resources.items():
-                resources[rc] = resources.get(rc, 0) + amount
+                # A class a sharing provider may give is not measured against the
+                # host's tree (its room there says nothing of the shared pool).
+                if rc not in snapshot.shared_classes:
+                    resources[rc] = resources.get(rc, 0) + amount
         return (Match(snapshot, rows, resources, overlay, self._tables, query, busy, requests),
                 None)
 

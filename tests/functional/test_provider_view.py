@@ -144,14 +144,13 @@ def test_the_view_yields_the_hosts_placement_yields_on_the_same_state(
         theirs = placement_client.get_allocation_candidates(query)
         asked_for = set(query.groups[0].resources)
         why = answer.why_not_exact(query, snapshot)
-        if 'IPV4_ADDRESS' in asked_for and 'IPV4_ADDRESS' in snapshot.shared_classes:
-            assert why == answer.SHARING
-            continue
         assert why is None, query.describe()
         if not answer.is_flat(query, snapshot):
-            # VGPU is held below the roots: answered tree by tree, a few of
-            # Placement's requests per host (test_provider_view_nested.py).
-            assert 'VGPU' in asked_for and children
+            # VGPU is held below the roots, IPV4_ADDRESS by a sharing provider:
+            # answered tree by tree, a few of Placement's requests per host
+            # (test_provider_view_nested.py).
+            assert ('VGPU' in asked_for and children) or (
+                'IPV4_ADDRESS' in asked_for & snapshot.shared_classes)
             ours = trees.candidates(snapshot, query, overlay={}, microversion='1.36')
             assert ours.root_provider_uuids() == theirs.root_provider_uuids(), query.describe()
             assert summaries_of(ours) == summaries_of(theirs), query.describe()
@@ -241,14 +240,25 @@ def test_the_shapes_the_view_cannot_answer_are_detected_on_a_real_placement(
     assert answer.why_not_exact(simple, reader.read()) is None
     assert not answer.is_flat(simple, reader.read())
 
-    # Shared disk: a request for disk may be served by the compute and the share;
-    # one for VCPU alone cannot.
+    # Shared disk: a request for disk may be served by the compute and the share,
+    # which the view searches tree by tree; one for VCPU alone only by a root.
     seed.delete_all(placement_client)
-    add_host(placement_client, 'compute-with-shared-disk')
+    compute = add_host(placement_client, 'compute-with-shared-disk')
     seed.create_provider(placement_client, name='nfs', inventories={'DISK_GB': 1000},
                          traits=['MISC_SHARES_VIA_AGGREGATE'])
     with_disk = AllocationCandidatesQuery(groups=[RequestGroupQuery(
         resources={'VCPU': 1, 'DISK_GB': 10})])
+    assert answer.why_not_exact(with_disk, reader.read()) is None
+    assert not answer.is_flat(with_disk, reader.read())
+    assert answer.why_not_exact(simple, reader.read()) is None
+    assert answer.is_flat(simple, reader.read())
+    # Disk alone: Placement answers a combination all from sharing providers for
+    # one of the roots they serve (test_provider_view_sharing.py).
+    disk_only = AllocationCandidatesQuery(groups=[RequestGroupQuery(resources={'DISK_GB': 10})])
+    assert answer.why_not_exact(disk_only, reader.read()) == answer.SHARED_ALONE
+    # A sharing provider below a root: its tree would be both a host and a pool.
+    seed.create_provider(placement_client, name='local-pool', parent_uuid=compute,
+                         inventories={'DISK_GB': 100}, traits=['MISC_SHARES_VIA_AGGREGATE'])
     assert answer.why_not_exact(with_disk, reader.read()) == answer.SHARING
     assert answer.why_not_exact(simple, reader.read()) is None
 

@@ -7,14 +7,22 @@ under the root with bandwidth providers below it; sometimes a sharing disk
 pool. Random queries are shaped as Nova's ResourceRequest shapes them: an
 unsuffixed group and numbered or named groups, ``group_policy``,
 ``same_subtree`` with resourceless groups, traits and aggregates per group,
-``root_required``. For each, compared with Placement's own answer on the same
-state (tests/functional/test_provider_view.py does the same for flat clouds):
+``root_required``. Most clouds have sharing pools (MISC_SHARES_VIA_AGGREGATE):
+DISK_GB for the hosts without local disk (some have both), IPV4_ADDRESS or a
+custom class in a second pool, in one aggregate or another, the same as the
+first's or not; queries ask for those classes in the unsuffixed group and in
+granular groups of their own. For each, compared with Placement's own answer on
+the same state (tests/functional/test_provider_view.py does the same for flat
+clouds):
 
-* the hosts (roots) the view answers are exactly Placement's;
+* the trees the answer covers (hosts, and the sharing pools some answer takes
+  from) are exactly Placement's;
 * each allocation request the view gives is one Placement gives (the same
   providers and amounts, the same mappings), at least one per host and at most
   :data:`trees.REQUESTS_PER_ROOT`;
-* the provider summaries are Placement's.
+* the provider summaries are Placement's;
+* the hosts a request decides over are those of a host table of Placement's
+  answer, and each one's requests are among those that table gives it.
 
 Shapes the view leaves to Placement are detected, and a query the view calls
 one Placement refuses is refused.
@@ -32,6 +40,7 @@ import pytest
 from placement_client import exceptions as pexc
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler.catalog import HostCatalog
+from scheduler.host_table import HostTable
 from scheduler.provider_view import answer, trees
 from scheduler.provider_view.view import NONE_FIT, ProviderView
 from scheduler.simulate import seed
@@ -47,13 +56,17 @@ PHYSNETS = ('CUSTOM_PHYSNET_A', 'CUSTOM_PHYSNET_B')
 PF, VF = 'CUSTOM_PCI_8086_1572', 'CUSTOM_PCI_8086_154C'
 EGRESS, INGRESS = 'NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC'
 NORMAL = 'CUSTOM_VNIC_TYPE_NORMAL'
+SHARING = 'MISC_SHARES_VIA_AGGREGATE'
+IPV4, LICENSE = 'IPV4_ADDRESS', 'CUSTOM_SHARED_LICENSE'
+POOL_TRAIT = 'CUSTOM_POOL_FAST'
 
 
 @dataclass
 class NestedCloud:
     roots: list[str] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
-    sharing: bool = False
+    #: the classes sharing pools hold
+    shared: set[str] = field(default_factory=set)
 
 
 def inventory(rng: random.Random, total: int) -> dict:
@@ -78,17 +91,26 @@ def random_nested_cloud(client, rng: random.Random, hosts: int) -> NestedCloud:
 
     # Placement refuses a query naming a trait it does not know (400), which the
     # view, reading providers only, cannot tell: every trait asked for exists.
-    for trait in (*ROOT_TRAITS, *VGPU_TYPES, *PHYSNETS, NORMAL):
+    for trait in (*ROOT_TRAITS, *VGPU_TYPES, *PHYSNETS, NORMAL, POOL_TRAIT):
         seed.ensure_trait(client, trait)
+    seed.ensure_resource_class(client, LICENSE)
+    disk_pool = rng.random() < 0.7
+    # The pool's aggregates (maybe none: it then serves its own tree only).
+    pool_aggregates = rng.sample(AGGREGATES[:2], rng.choice((0, 1, 1, 2)))
     for i in range(hosts):
         numa = rng.random() < 0.6
-        root_inventory = {'DISK_GB': inventory(rng, rng.choice((40, 100)))}
+        root_inventory = {}
+        aggregates = rng.sample(AGGREGATES, rng.randint(0, 2))
+        if not disk_pool or rng.random() < 0.4:
+            root_inventory['DISK_GB'] = inventory(rng, rng.choice((40, 100)))
+        elif pool_aggregates and rng.random() < 0.8:     # a host of the pool's aggregate
+            aggregates = sorted({*aggregates, rng.choice(pool_aggregates)})
         if not numa:
             root_inventory |= {'VCPU': inventory(rng, rng.choice((4, 8))),
                                'MEMORY_MB': inventory(rng, rng.choice((4096, 8192)))}
         root = provider(f'cn{i}', None, root_inventory,
                         traits=rng.sample(ROOT_TRAITS, rng.randint(0, 2)),
-                        aggregates=rng.sample(AGGREGATES, rng.randint(0, 2)))
+                        aggregates=aggregates)
         cloud.roots.append(root)
         pci_parents = [root]
         if numa:
@@ -114,10 +136,24 @@ def random_nested_cloud(client, rng: random.Random, hosts: int) -> NestedCloud:
                 provider(f'cn{i}-nic-bw{b}', nic,
                          {EGRESS: inventory(rng, 10000), INGRESS: inventory(rng, 10000)},
                          traits=[rng.choice(PHYSNETS), NORMAL])
-    if rng.random() < 0.3:       # a shared disk pool for some of the hosts
-        seed.create_provider(client, name='nested-nfs', inventories={'DISK_GB': 1000},
-                             traits=['MISC_SHARES_VIA_AGGREGATE'], aggregates=AGGREGATES[:1])
-        cloud.sharing = True
+    pools = []
+    if disk_pool:                # a shared disk pool for the hosts of its aggregate
+        pools.append(provider('nested-nfs', None,
+                              {'DISK_GB': inventory(rng, rng.choice((30, 1000)))},
+                              traits=[SHARING, *rng.sample([POOL_TRAIT], rng.random() < 0.3)],
+                              aggregates=pool_aggregates))
+    if rng.random() < 0.5:       # a second pool, of addresses or licences
+        rc = rng.choice((IPV4, LICENSE))
+        pools.append(provider('nested-pool', None, {rc: inventory(rng, rng.choice((2, 16)))},
+                              traits=[SHARING, *rng.sample([POOL_TRAIT], rng.random() < 0.3)],
+                              aggregates=rng.sample(AGGREGATES, rng.randint(1, 2))))
+        if rng.random() < 0.2:   # which may share disk as well
+            seed.set_inventories(client, pools[-1], {
+                rc: inventory(rng, 16), 'DISK_GB': inventory(rng, 100)})
+    for pool in pools:
+        cloud.shared |= set(client.request(
+            'GET', f'/resource_providers/{pool}/inventories',
+            microversion=MICROVERSION).json()['inventories'])
     for rp in rng.sample(cloud.providers, len(cloud.providers) // 3):
         fill(client, rng, rp)
     return cloud
@@ -150,17 +186,23 @@ def random_granular_query(rng: random.Random, cloud: NestedCloud) -> AllocationC
             query.group(str(next(numbered))).resources = {
                 rng.choice(('VCPU', 'PCPU')): rng.choice((1, 2)),
                 'MEMORY_MB': rng.choice((512, 1024))}
-        if not cloud.sharing:
+        if rng.random() < 0.6:
             unsuffixed.resources = {'DISK_GB': rng.choice((10, 20))}
+    elif rng.random() < 0.06:       # only what pools share: their own trees answer too
+        unsuffixed.resources = {rc: 1 if rc != 'DISK_GB' else 10
+                                for rc in rng.sample(sorted(cloud.shared | {'DISK_GB'}), 1)}
     else:
         unsuffixed.resources = {rng.choice(('VCPU', 'VCPU', 'PCPU')): rng.choice((1, 2, 4)),
                                 'MEMORY_MB': rng.choice((512, 1024, 2048))}
-        if rng.random() < (0.1 if cloud.sharing else 0.5):
+        if rng.random() < 0.6:
             unsuffixed.resources['DISK_GB'] = rng.choice((10, 20))
+    others = sorted(cloud.shared - {'DISK_GB'})
+    if unsuffixed.resources and others and rng.random() < 0.3:
+        unsuffixed.resources[rng.choice(others)] = rng.choice((1, 2))
     if unsuffixed.resources and rng.random() < 0.15:
-        unsuffixed.required_traits = {rng.choice(ROOT_TRAITS[:1] + ('HW_NUMA_ROOT',))}
+        unsuffixed.required_traits = {rng.choice(ROOT_TRAITS[:1] + ('HW_NUMA_ROOT', POOL_TRAIT))}
     if unsuffixed.resources and rng.random() < 0.15:
-        unsuffixed.forbidden_traits = {'COMPUTE_STATUS_DISABLED'}
+        unsuffixed.forbidden_traits = {rng.choice(('COMPUTE_STATUS_DISABLED', POOL_TRAIT))}
     if unsuffixed.resources and rng.random() < 0.2:
         unsuffixed.member_of = [frozenset(rng.sample(AGGREGATES, rng.randint(1, 2)))]
     if unsuffixed.resources and rng.random() < 0.1:
@@ -181,6 +223,18 @@ def random_granular_query(rng: random.Random, cloud: NestedCloud) -> AllocationC
             group.required_traits = {rng.choice(PHYSNETS)}
         elif rng.random() < 0.2:
             group.forbidden_traits = {rng.choice(PHYSNETS)}
+    for rc in ['DISK_GB', *others]:                     # a volume, an address: shared
+        if rng.random() < 0.15:
+            group = query.group(str(next(numbered)))
+            group.resources = {rc: 5 if rc == 'DISK_GB' else 1}
+            if rng.random() < 0.3:
+                group.required_traits = {POOL_TRAIT}
+            elif rng.random() < 0.2:
+                group.forbidden_traits = {POOL_TRAIT}
+            if rng.random() < 0.2:
+                group.member_of = [frozenset(rng.sample(AGGREGATES, 1))]
+            if rng.random() < 0.1:
+                group.in_tree = rng.choice(cloud.providers)
     if rng.random() < 0.35:                             # a port with a bandwidth policy
         port = f'port-{rng.randint(0, 99)}'
         group = query.group(port)
@@ -206,9 +260,18 @@ def random_granular_query(rng: random.Random, cloud: NestedCloud) -> AllocationC
     return query
 
 
+def hosts_in(candidates) -> set[str]:
+    """The roots of an answer that are hosts (sharing pools are not)."""
+    summaries = candidates.raw_summaries()
+    return {root for root in candidates.root_provider_uuids()
+            if SHARING not in summaries[root]['traits']}
+
+
 def root_of(request: dict, summaries: dict) -> str:
-    [root] = {summaries[rp]['root_provider_uuid'] for rps in request['mappings'].values()
-              for rp in rps}
+    """The host an allocation request is for: the one root, besides pools', it
+    takes from."""
+    [root] = {summaries[rp]['root_provider_uuid'] for rp in request['allocations']} - {
+        rp for rp, s in summaries.items() if SHARING in s['traits']}
     return root
 
 
@@ -228,7 +291,7 @@ def assert_same_answer(ours, theirs, query) -> None:
         assert request_key(request) in their_requests, (what, request)
     our_summaries = ours.raw_summaries()
     per_root = Counter(root_of(r, our_summaries) for r in ours.raw_requests())
-    assert set(per_root) == ours.root_provider_uuids(), what
+    assert set(per_root) == hosts_in(ours), what
     assert max(per_root.values(), default=1) <= trees.REQUESTS_PER_ROOT, what
     assert len({request_key(r) for r in ours.raw_requests()}) == len(ours), what
     assert summaries_of(ours) == summaries_of(theirs), what
@@ -238,23 +301,28 @@ def assert_same_hosts(view: ProviderView, catalog: HostCatalog, theirs, query) -
     """What a request decides over when the view answers: Placement's hosts, each
     with a few of Placement's requests (read when its HostState is built)."""
     match, why = view.match(query)
-    if not len(theirs):
+    table = HostTable(theirs, catalog)
+    if not table.roots:
         assert why == NONE_FIT, query.describe()
         return
     hosts = match.hosts(catalog)
-    assert {hosts.table.roots[row] for row in hosts.rows.tolist()} == (
-        theirs.root_provider_uuids()), query.describe()
-    their_requests = {request_key(r) for r in theirs.raw_requests()}
+    # A host table of Placement's answer has a row for each tree, not a pool's, that
+    # an answer takes from.
+    assert set(table.roots) == hosts_in(theirs), query.describe()
+    assert {hosts.table.roots[row] for row in hosts.rows.tolist()} == set(table.roots), (
+        query.describe())
     for row in hosts.rows.tolist():
         offered = {request_key(r.to_json()) for r in hosts.table.host(row).allocation_candidates}
+        their_host = table.host(table.roots.index(hosts.table.roots[row]))
         assert 1 <= len(offered) <= trees.REQUESTS_PER_ROOT, query.describe()
-        assert offered <= their_requests, query.describe()
+        assert offered <= {request_key(r.to_json()) for r in their_host.allocation_candidates}, (
+            query.describe())
 
 
 reader = flat.reader     # the view's reader of the embedded Placement's database
 
 
-@pytest.mark.parametrize('seed_value', range(8))
+@pytest.mark.parametrize('seed_value', range(12))
 def test_the_view_answers_granular_queries_on_nested_trees_as_placement_does(
         placement_client, reader, seed_value):
     rng = random.Random(2700 + seed_value)
@@ -272,20 +340,33 @@ def test_the_view_answers_granular_queries_on_nested_trees_as_placement_does(
             shapes['refused'] += 1
             continue
         theirs = placement_client.get_allocation_candidates(query)
-        if why is not None:
-            # Only a shared disk pool may keep a valid query of these shapes away.
-            assert why == answer.SHARING and cloud.sharing, query.describe()
-            shapes['sharing'] += 1
+        if why == answer.SUMMED_IN_PLACE:
+            shapes['summed in place'] += 1
             continue
+        if why == answer.SHARED_ALONE:
+            # Every class of the unsuffixed group is in a pool: Placement answers
+            # such a combination for one of the roots the pools serve.
+            assert set(next(g for g in query.groups if not g.suffix).resources) <= cloud.shared
+            shapes['shared alone'] += 1
+            continue
+        # Every pool is a root: nothing else valid is left to Placement.
+        assert why is None, query.describe()
         assert_same_answer(view_answer(snapshot, query), theirs, query)
         assert_same_hosts(view, catalog, theirs, query)
-        shapes['answered' if len(theirs) else 'empty'] += 1
+        shapes['answered' if hosts_in(theirs) else 'empty'] += 1
+        pools_used = {rp for request in theirs.raw_requests() for rp in request['allocations']
+                      if SHARING in theirs.raw_summaries()[rp]['traits']}
+        shapes['from a pool'] += bool(pools_used)
+        shapes['pool only'] += len(theirs) > 0 and not hosts_in(theirs)
+        shapes['shared class granular'] += any(
+            g.suffix and set(g.resources) & cloud.shared for g in query.groups)
 
         shapes['same_subtree'] += bool(query.same_subtree)
         shapes['isolate'] += query.group_policy == 'isolate'
     # The walk met hosts and no hosts, both policies and subtrees.
     assert shapes['answered'] > 3 and shapes['empty'] > 0, shapes
     assert shapes['same_subtree'] > 0 and shapes['isolate'] > 0, shapes
+    print(f'seed {seed_value}: {dict(shapes)}')     # what the walk met (pytest -s)
 
 
 def test_a_host_of_eight_devices_is_answered_with_a_few_requests_where_placement_builds_thousands(

@@ -427,12 +427,26 @@ def test_a_view_that_cannot_be_read_sends_the_request_to_placement_and_is_tried_
     assert why is None and hosts_of(found) == {uuid_for('a')}
 
 
-def test_a_class_held_by_a_sharing_provider_leaves_the_query_to_placement():
+def test_a_class_held_by_a_sharing_provider_is_searched_tree_by_tree():
     nested = snapshot(('a', 8, 0), ('a-numa0', 4, 0), parent_of={'a-numa0': 'a'})
-    sharing = snapshot(('a', 8, 0), ('nfs', 8, 0),
-                       traits={'nfs': {'MISC_SHARES_VIA_AGGREGATE'}})
+    disk_pool = ProviderSnapshot.from_rows(
+        [(1, uuid_for('a'), 1, None), (2, uuid_for('nfs'), 1, None)],
+        [(1, 'VCPU', 8, 0, 1, 8, 1, 1.0), (2, 'DISK_GB', 100, 0, 1, 100, 1, 1.0)],
+        [], [(2, 'MISC_SHARES_VIA_AGGREGATE')], [])
+    pool_of_all = snapshot(('a', 8, 0), ('nfs', 8, 0),
+                           traits={'nfs': {'MISC_SHARES_VIA_AGGREGATE'}})
+    pool_below_a_root = snapshot(('a', 8, 0), ('a-nfs', 8, 0), parent_of={'a-nfs': 'a'},
+                                 traits={'a-nfs': {'MISC_SHARES_VIA_AGGREGATE'}})
+    with_disk = AllocationCandidatesQuery(groups=[RequestGroupQuery(
+        resources={'VCPU': 1, 'DISK_GB': 10})])
 
-    assert answer.why_not_exact(vcpus(1), sharing) == answer.SHARING
+    assert answer.why_not_exact(with_disk, disk_pool) is None
+    assert not answer.is_flat(with_disk, disk_pool)
+    # A class no sharing provider has is one root's alone.
+    assert answer.is_flat(vcpus(1), disk_pool)
+    # Every class of the unsuffixed group in a pool, or a pool below a root: Placement's.
+    assert answer.why_not_exact(vcpus(1), pool_of_all) == answer.SHARED_ALONE
+    assert answer.why_not_exact(vcpus(1), pool_below_a_root) == answer.SHARING
     # A class held below a root is searched tree by tree; one only roots hold is
     # answered root by root.
     assert answer.why_not_exact(vcpus(1), nested) is None
@@ -481,7 +495,7 @@ def test_with_the_view_on_a_query_it_cannot_answer_goes_to_placement(fake, make_
     fake.add_compute('cn0')
     manager = make_manager()
     manager.query.view = ProviderView(
-        Reads(snapshot(('cn0', 16, 0), ('nfs', 4, 0),
+        Reads(snapshot(('cn0', 16, 0), ('nfs', 4, 0), parent_of={'nfs': 'cn0'},
                        traits={'nfs': {'MISC_SHARES_VIA_AGGREGATE'}})),
         max_age=1.0)
     sent_before = metrics.PROVIDER_VIEW_QUERIES.value(answer='placement',

@@ -111,3 +111,19 @@ def test_a_search_that_cannot_settle_within_its_budget_says_so():
     with pytest.raises(Unsettled):
         assignments(Rules(slots), host, candidates, limit=1, budget=50)
     assert assignments(Rules(slots), host, candidates, limit=1) == []
+
+
+def test_with_touch_only_answers_taking_something_of_the_tree_count():
+    # Row 0 a root without disk, row 1 a pool of another tree (its own root): two
+    # groups of one GB each, which the pool alone could serve. An answer for the
+    # root must take something of its tree; it has no disk: none.
+    disks = (Slot('1', (('DISK_GB', 1),), granular=True),
+             Slot('2', (('DISK_GB', 1),), granular=True))
+    pool_only = Cloud(room={'DISK_GB': [-1, 10]}, parent=[-1, -1], has={})
+    with_local = Cloud(room={'DISK_GB': [5, 10]}, parent=[-1, -1], has={})
+
+    assert assignments(Rules(disks), pool_only, [[1], [1]], limit=4) == [(1, 1)]
+    assert assignments(Rules(disks), pool_only, [[1], [1]], limit=4,
+                       touch=frozenset({0})) == []
+    assert sorted(assignments(Rules(disks), with_local, [[0, 1], [0, 1]], limit=4,
+                              touch=frozenset({0}))) == [(0, 0), (0, 1), (1, 0)]
