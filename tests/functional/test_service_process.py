@@ -85,7 +85,10 @@ def test_each_worker_s_provider_view_shows_the_other_s_claims_before_its_next_re
     # view is read once and kept (max age 300 s): a worker sees the other's claims
     # only through the board the supervisor shares with them. Without it, a request
     # answered by the other worker after a claim would offer the claimed host, and
-    # Placement would refuse that claim for capacity.
+    # Placement would refuse that claim for capacity. Nova's ordering (tolerance 0,
+    # not the view's default 0.01, with which a worker may take a host of its own
+    # share up to 10% below a nearly full best one of the other's), so that the
+    # order of the hosts chosen is the order of their weights.
     hosts = [add_host(placement_client, f'siblings-{i}', vcpus=4, ram_mb=16384 - 1024 * i)
              for i in range(4)]
     port = two_free_ports()
@@ -93,6 +96,7 @@ def test_each_worker_s_provider_view_shows_the_other_s_claims_before_its_next_re
 [scheduler]
 provider_view = true
 provider_view_max_age = 300
+near_best_weight_tolerance = 0
 metrics_listen = 127.0.0.1:{port}
 [placement_database]
 connection = sqlite:///{placement.db_path}
