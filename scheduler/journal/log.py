@@ -192,30 +192,42 @@ class JournalFile:
 
     # ------------------------------------------------------------------ records
     def append(self, record: Record) -> int:
-        """Write ``record``; returns its id once it is written (and, with fsync, synced)."""
-        with self._cond:
-            ident = self._next_id
-            self._next_id += 1
-            line = encode_line({'id': ident, 'put': record})
-            self._write_locked(line)
-            self._live[ident] = line
-            upto = self._written
-        self._sync_to(upto)
+        """Write ``record``; returns its id once it is written (and, with fsync, synced).
+        Raises :class:`JournalError` when it cannot be (a full or failing disk)."""
+        try:
+            with self._cond:
+                ident = self._next_id
+                self._next_id += 1
+                line = encode_line({'id': ident, 'put': record})
+                self._write_locked(line)
+                self._live[ident] = line
+                upto = self._written
+            self._sync_to(upto)
+        except OSError as e:
+            raise JournalError(f'cannot write the claims journal {self.path}: '
+                               f'{e.strerror or e}') from e
         return ident
 
     def drop(self, idents: Iterable[int]) -> None:
-        """Mark records over; synced like an append, compacted when it is time."""
-        with self._cond:
-            gone = [i for i in idents if self._live.pop(i, None) is not None]
-            if not gone:
-                return
-            self._write_locked(encode_line({'drop': gone}))
-            upto = self._written
-            if self._size > self.compact_bytes and self._live_bytes() * 2 < self._size:
-                while self._syncing:
-                    self._cond.wait()
-                self._rewrite_locked()
-        self._sync_to(upto)
+        """Mark records over; synced like an append, compacted when it is time. Raises
+        :class:`JournalError` when it cannot be; the records then stay live."""
+        try:
+            with self._cond:
+                gone = [i for i in idents if i in self._live]
+                if not gone:
+                    return
+                self._write_locked(encode_line({'drop': gone}))
+                for ident in gone:
+                    del self._live[ident]
+                upto = self._written
+                if self._size > self.compact_bytes and self._live_bytes() * 2 < self._size:
+                    while self._syncing:
+                        self._cond.wait()
+                    self._rewrite_locked()
+            self._sync_to(upto)
+        except OSError as e:
+            raise JournalError(f'cannot write the claims journal {self.path}: '
+                               f'{e.strerror or e}') from e
 
     def live(self) -> set[int]:
         with self._cond:

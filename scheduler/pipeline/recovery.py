@@ -25,6 +25,8 @@ from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest
+from scheduler import exceptions as exc
+from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
 from scheduler.pipeline.claim_state import Claim, claim_record, same_allocations
 
@@ -41,9 +43,20 @@ class Outcome(enum.Enum):
     REFUSED = 'refused'
 
 
+#: NoValidHost's reason when a claim could not be journaled (the log has the path).
+NOT_JOURNALED = ('the scheduler could not record the claim in its claims journal, so it made '
+                 'none')
+
+
 def write_ahead(journal: RequestJournal, claim: Claim, request_id: str | None) -> None:
-    """Journal ``claim`` for the request being served, before its ``PUT``."""
-    journal.write_ahead(claim_record(claim, request_id))
+    """Journal ``claim`` for the request being served, before its ``PUT``; a claim
+    that cannot be journaled is not made (NoValidHost, and the request's earlier
+    claims are rolled back as for any NoValidHost)."""
+    try:
+        journal.write_ahead(claim_record(claim, request_id))
+    except JournalError as e:
+        LOG.error('request %s: %s', request_id, e)
+        raise exc.NoValidHost(reason=NOT_JOURNALED) from e
 
 
 def undo_if_unchanged(client: PlacementAPI, claim: Claim, *,

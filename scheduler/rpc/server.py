@@ -15,13 +15,17 @@ request is entered around it, and the message's ``reply`` ends the request first
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import oslo_messaging as messaging
 from oslo_messaging.rpc import server as rpc_server
 
+from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
+
+LOG = logging.getLogger(__name__)
 
 
 class JournaledRPCServer(rpc_server.RPCServer):
@@ -42,7 +46,14 @@ class _EndsBeforeReply:
         self._message, self._end = message, end
 
     def reply(self, *args: Any, **kwargs: Any) -> Any:
-        self._end()
+        try:
+            self._end()
+        except JournalError as e:
+            # The records stay: the caller must not be answered for claims a later
+            # worker would give back. It times out instead.
+            LOG.error('not replying: %s; the claims of this request are given back when a '
+                      'worker next reads the journal', e)
+            raise
         return self._message.reply(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

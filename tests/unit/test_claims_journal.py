@@ -5,6 +5,7 @@ die, a real forked process that exits without closing anything.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -13,7 +14,8 @@ from unittest import mock
 
 import pytest
 
-from placement_client.models import ConsumerAllocations
+from placement_client.models import AllocationRequest, ConsumerAllocations
+from scheduler import exceptions as exc
 from scheduler import metrics
 from scheduler.journal import log as journal_log
 from scheduler.journal.log import JournalError, JournalFile, journal_name, take_over
@@ -26,7 +28,8 @@ from scheduler.pipeline.claim_state import (
     claim_from_record,
     claim_record,
 )
-from scheduler.pipeline.claimer import PendingCleanups
+from scheduler.pipeline.claimer import Claimer, PendingCleanups
+from scheduler.pipeline.recovery import write_ahead
 from scheduler.rpc.server import JournaledRPCServer
 from tests.unit.fake_placement import FakePlacement
 
@@ -343,3 +346,72 @@ def test_the_rpc_server_drops_a_requests_records_before_it_hands_over_the_reply(
 
     assert live_at_reply == [set()]   # gone before the reply left
     assert journal.live() == set()
+
+
+def full_disk(monkeypatch) -> None:
+    def refuse(fd: int, data: bytes) -> int:
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(journal_log.os, 'write', refuse)
+
+
+def test_a_record_that_cannot_be_written_is_a_journal_error_and_not_live(journal,
+                                                                        monkeypatch):
+    full_disk(monkeypatch)
+    with pytest.raises(JournalError, match='No space left on device'):
+        journal.append(record(1))
+    assert journal.live() == set()
+
+
+def test_records_whose_drop_cannot_be_written_stay_live(journal, monkeypatch):
+    kept = journal.append(record(1))
+    full_disk(monkeypatch)
+    with pytest.raises(JournalError):
+        journal.drop([kept])
+    assert journal.live() == {kept}
+
+
+def test_a_claim_that_cannot_be_journaled_is_not_made_and_says_so_without_the_path(
+        tmp_path, journal, monkeypatch):
+    fake = FakePlacement()
+    cn = fake.add_compute('cn1', vcpus=4, ram_mb=4096, disk_gb=40)
+    requests = RequestJournal(journal)
+    claimer = Claimer(fake, write_ahead=functools.partial(write_ahead, requests))
+    full_disk(monkeypatch)
+
+    with requests.serving(), pytest.raises(exc.NoValidHost) as refused:
+        claimer.claim(INSTANCE, AllocationRequest(allocations={cn: {'VCPU': 1}}),
+                      project_id='p', user_id='u', microversion='1.36', request_id='req-1')
+
+    assert fake.calls_to('put_allocations') == []
+    assert 'claims journal' in refused.value.reason
+    assert str(tmp_path) not in refused.value.reason    # the log has the path, not the user
+
+
+def test_a_reply_whose_records_cannot_be_dropped_is_not_sent(journal, monkeypatch):
+    requests = RequestJournal(journal)
+    replies: list[object] = []
+
+    class Message:
+        message = {'method': 'select_destinations'}
+        msg_id = 'm-1'
+
+        def acknowledge(self) -> None:
+            pass
+
+        def reply(self, reply=None, failure=None) -> None:
+            replies.append(reply)
+
+    class Dispatcher:
+        def dispatch(self, incoming):
+            requests.write_ahead(record(1))
+            full_disk(monkeypatch)
+            return ['answer']
+
+    server = JournaledRPCServer.__new__(JournaledRPCServer)
+    server._journal, server.dispatcher, server.conf = requests, Dispatcher(), None
+    with mock.patch('oslo_messaging.rpc.server.tracing.trace_receive'):
+        server._process_incoming([Message()])
+
+    # The caller is not told of claims the next worker to read the journal gives back.
+    assert replies == []
+    assert len(journal.live()) == 1
