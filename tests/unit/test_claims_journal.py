@@ -317,32 +317,45 @@ def test_recovered_claims_older_than_max_age_are_dropped_not_given_back(tmp_path
     assert metrics.RECOVERED_CLAIMS.value(outcome='expired') == expired + 1
 
 
+class Incoming:
+    """An incoming call as oslo.messaging's server sees it; ``on_reply`` is told each reply."""
+
+    message = {'method': 'select_destinations'}
+    msg_id = 'm-1'
+
+    def __init__(self, on_reply):
+        self.on_reply = on_reply
+
+    def acknowledge(self) -> None:
+        pass
+
+    def reply(self, reply=None, failure=None) -> None:
+        self.on_reply(reply)
+
+
+def serve(requests: RequestJournal, dispatch, on_reply) -> None:
+    """One call through the journaled server's _process_incoming, and nothing else of
+    it: no transport, no executor."""
+    class Dispatcher:
+        def dispatch(self, incoming):
+            return dispatch(incoming)
+
+    server = JournaledRPCServer.__new__(JournaledRPCServer)
+    server._journal, server.dispatcher, server.conf = requests, Dispatcher(), None
+    with mock.patch('oslo_messaging.rpc.server.tracing.trace_receive'):
+        server._process_incoming([Incoming(on_reply)])
+
+
 def test_the_rpc_server_drops_a_requests_records_before_it_hands_over_the_reply(journal):
     requests = RequestJournal(journal)
     live_at_reply: list[set[int]] = []
 
-    class Message:
-        """An incoming call as oslo.messaging's server sees it."""
-        message = {'method': 'select_destinations'}
-        msg_id = 'm-1'
+    def dispatch(incoming):
+        assert incoming.message == Incoming.message   # the message itself, behind the hook
+        requests.write_ahead(record(1))
+        return ['answer']
 
-        def acknowledge(self) -> None:
-            pass
-
-        def reply(self, reply=None, failure=None) -> None:
-            live_at_reply.append(journal.live())
-
-    class Dispatcher:
-        def dispatch(self, incoming):
-            assert incoming.message == Message.message   # the message itself, behind the hook
-            requests.write_ahead(record(1))
-            return ['answer']
-
-    # Only what _process_incoming reads of the server: no transport, no executor.
-    server = JournaledRPCServer.__new__(JournaledRPCServer)
-    server._journal, server.dispatcher, server.conf = requests, Dispatcher(), None
-    with mock.patch('oslo_messaging.rpc.server.tracing.trace_receive'):
-        server._process_incoming([Message()])
+    serve(requests, dispatch, lambda reply: live_at_reply.append(journal.live()))
 
     assert live_at_reply == [set()]   # gone before the reply left
     assert journal.live() == set()
@@ -391,26 +404,12 @@ def test_a_reply_whose_records_cannot_be_dropped_is_not_sent(journal, monkeypatc
     requests = RequestJournal(journal)
     replies: list[object] = []
 
-    class Message:
-        message = {'method': 'select_destinations'}
-        msg_id = 'm-1'
+    def dispatch(incoming):
+        requests.write_ahead(record(1))
+        full_disk(monkeypatch)
+        return ['answer']
 
-        def acknowledge(self) -> None:
-            pass
-
-        def reply(self, reply=None, failure=None) -> None:
-            replies.append(reply)
-
-    class Dispatcher:
-        def dispatch(self, incoming):
-            requests.write_ahead(record(1))
-            full_disk(monkeypatch)
-            return ['answer']
-
-    server = JournaledRPCServer.__new__(JournaledRPCServer)
-    server._journal, server.dispatcher, server.conf = requests, Dispatcher(), None
-    with mock.patch('oslo_messaging.rpc.server.tracing.trace_receive'):
-        server._process_incoming([Message()])
+    serve(requests, dispatch, replies.append)
 
     # The caller is not told of claims the next worker to read the journal gives back.
     assert replies == []
