@@ -4,9 +4,9 @@ A request's records are written ahead of its claims, while it is served
 (:meth:`RequestJournal.serving`, entered by the RPC server around the dispatch
 *and* the reply), and dropped together as the reply is handed to the transport
 (just before: ``scheduler/rpc/server.py`` says why): from then on the claims are
-the caller's. A record that must outlive
-its request (a roll-back Placement refused, retried in the background) is kept
-on its own (:meth:`RequestJournal.keep`) and dropped by whoever finishes it.
+the caller's. A record that must outlive its request (a roll-back Placement
+refused, retried in the background) is kept on its own
+(:meth:`RequestJournal.keep`) and dropped by whoever finishes it.
 """
 from __future__ import annotations
 
