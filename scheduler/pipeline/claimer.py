@@ -28,6 +28,7 @@ from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler import metrics
+from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
 from scheduler.pipeline import recovery
 from scheduler.pipeline.claim_state import (
@@ -306,9 +307,7 @@ class PendingCleanups:
                             consumer, type(exc).__name__)
                 left[consumer] = claim
         if left:
-            kept = {consumer: self._journal.keep(claim_record(claim, request_id))
-                    for consumer, claim in left.items()
-                    if claim is not None and self._journal is not None}
+            kept = self._keep(left, request_id)
             with self._lock:
                 self._pending.update(left)
                 replaced = [self._kept[c] for c in kept if c in self._kept]
@@ -317,6 +316,23 @@ class PendingCleanups:
                 self._journal.drop(replaced)
             self._ensure_thread()
         return list(left)
+
+    def _keep(self, left: Mapping[str, Claim | None], request_id: str | None
+              ) -> dict[str, int]:
+        """Journal the undos left for later; consumer -> record."""
+        kept: dict[str, int] = {}
+        if self._journal is None:
+            return kept
+        for consumer, claim in left.items():
+            if claim is None:
+                continue
+            try:
+                kept[consumer] = self._journal.keep(claim_record(claim, request_id))
+            except JournalError as e:
+                # Still retried while this process lives; only a restart forgets it.
+                LOG.error('request %s: the undo of %s left for later is not journaled: %s',
+                          request_id, consumer, e)
+        return kept
 
     def _undo(self, consumer: str, claim: Claim | None, *, request_id: str | None,
               verify: bool) -> None:

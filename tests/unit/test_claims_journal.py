@@ -31,7 +31,7 @@ from scheduler.pipeline.claim_state import (
 from scheduler.pipeline.claimer import Claimer, PendingCleanups
 from scheduler.pipeline.recovery import write_ahead
 from scheduler.rpc.server import JournaledRPCServer
-from tests.unit.fake_placement import FakePlacement
+from tests.unit.fake_placement import FakePlacement, unavailable
 
 RP = '4a7c4bb4-4c5e-4d29-9d3e-8f3b5f6d2a10'
 INSTANCE = '6b1e7a52-3f0c-4d8e-9a41-0c2f5d7e8b01'
@@ -414,3 +414,21 @@ def test_a_reply_whose_records_cannot_be_dropped_is_not_sent(journal, monkeypatc
     # The caller is not told of claims the next worker to read the journal gives back.
     assert replies == []
     assert len(journal.live()) == 1
+
+
+def test_an_undo_left_for_later_is_retried_even_when_it_cannot_be_journaled(journal,
+                                                                          monkeypatch):
+    fake = FakePlacement()
+    cn = fake.add_compute('cn1', vcpus=4, ram_mb=4096, disk_gb=40)
+    fake.allocate(INSTANCE, {cn: {'VCPU': 1}})
+    made = Claim(INSTANCE, {cn: {'VCPU': 1}}, fake.consumers[INSTANCE].generation, 'p', 'u')
+    fake.script('delete_allocations', unavailable('DELETE /allocations'))
+    cleanups = PendingCleanups(fake, interval=3600, journal=RequestJournal(journal))
+    full_disk(monkeypatch)
+
+    assert cleanups.undo_now_or_later([made], request_id='req-1') == [INSTANCE]
+    assert cleanups.pending() == {INSTANCE}       # in memory, retried by this process
+
+    cleanups.retry_once()
+    cleanups.stop()
+    assert fake.holdings() == {}
