@@ -94,6 +94,7 @@ def write_config(path: pathlib.Path, *, transport_url: str, topic: str,
 [DEFAULT]
 transport_url = {transport_url}
 host = scheduler-secrets-test
+state_path = {path.parent}
 debug = true
 default_log_levels = {levels}
 
