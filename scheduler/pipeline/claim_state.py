@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement_client.models import ConsumerAllocations
+from placement_client.models import AllocationRequest, ConsumerAllocations
 
 Allocations = Mapping[str, Mapping[str, int]]
 
@@ -29,6 +29,16 @@ class Claim:
     @property
     def is_move(self) -> bool:
         return self.previous is not None
+
+    def given_back(self) -> tuple[AllocationRequest, str | None, str | None]:
+        """What undoing the claim writes: the consumer's allocations before it (none
+        for a consumer it created), and the owner to write them for."""
+        previous = self.previous
+        if previous is None:
+            return AllocationRequest(allocations={}), self.project_id, self.user_id
+        return (AllocationRequest(allocations={rp: dict(r) for rp, r in
+                                               previous.allocations.items()}),
+                previous.project_id or self.project_id, previous.user_id or self.user_id)
 
 
 def same_allocations(a: Allocations, b: Allocations) -> bool:

@@ -191,16 +191,14 @@ def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, ve
         client.delete_allocations(claim.consumer_uuid, request_id=request_id)
         return
     previous = claim.previous
-    restore = AllocationRequest(allocations={rp: dict(r) for rp, r in
-                                             previous.allocations.items()})
+    restore, project_id, user_id = claim.given_back()
     # What the next PUT is made at: None when a re-read finds no consumer generation.
     generation: int | None = claim.generation
     for _ in range(2):
         try:
             client.put_allocations(
-                claim.consumer_uuid, restore, project_id=previous.project_id or claim.project_id,
-                user_id=previous.user_id or claim.user_id, consumer_generation=generation,
-                request_id=request_id)
+                claim.consumer_uuid, restore, project_id=project_id, user_id=user_id,
+                consumer_generation=generation, request_id=request_id)
             LOG.info('restored the previous allocations of %s', claim.consumer_uuid)
             return
         except pexc.ConsumerGenerationConflict:

@@ -24,7 +24,6 @@ import logging
 from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
-from placement_client.models import AllocationRequest
 from scheduler import exceptions as exc
 from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
@@ -70,15 +69,7 @@ def undo_if_unchanged(client: PlacementAPI, claim: Claim, *,
     if (current.consumer_generation != claim.generation
             or not same_allocations(current.allocations, claim.allocations)):
         return Outcome.LEFT
-    if claim.previous is None:
-        restore, project_id, user_id = AllocationRequest(allocations={}), claim.project_id, \
-            claim.user_id
-    else:
-        previous = claim.previous
-        restore = AllocationRequest(allocations={rp: dict(r) for rp, r in
-                                                 previous.allocations.items()})
-        project_id = previous.project_id or claim.project_id
-        user_id = previous.user_id or claim.user_id
+    restore, project_id, user_id = claim.given_back()
     try:
         # Empty allocations at the consumer's generation: Placement removes them only
         # if nobody has written the consumer since (DELETE has no such condition).
