@@ -41,7 +41,7 @@ from scheduler import exceptions as exc
 from scheduler.simulate import seed
 from tests.fixtures.invariants import expected_allocations, over_capacity, read_capacity, read_held
 from tests.fixtures.placement import make_placement_conf
-from tests.fixtures.processes import REPO, wait_for, write_config
+from tests.fixtures.processes import REPO, child_pids, wait_for, write_config
 
 # Per host: room for eight "small" (1 VCPU, 1 GiB, 10 GB) or four "medium" instances.
 HOST_INVENTORY = {
@@ -121,8 +121,9 @@ class Report:
 class Service:
     """``scheduler-service`` in a session of its own; every start logs to its own file."""
 
-    def __init__(self, config: pathlib.Path, python: str = sys.executable):
+    def __init__(self, config: pathlib.Path, workers: int, python: str = sys.executable):
         self.config = config
+        self.worker_count = workers
         self.python = python
         self.starts = 0
         self.proc: subprocess.Popen[bytes] | None = None
@@ -147,22 +148,15 @@ class Service:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f'scheduler-service exited:\n{self.output()[-3000:]}')
-        return len(self.workers()) == self.worker_count and all(
-            f'worker {pid} serving' in self.logs[-1].read_text(errors='replace')
-            for pid in self.workers())
-
-    @property
-    def worker_count(self) -> int:
-        text = self.config.read_text()
-        return int(text.split('workers = ', 1)[1].split()[0])
+        pids = self.workers()
+        log = self.logs[-1].read_text(errors='replace')
+        return len(pids) == self.worker_count and all(f'worker {pid} serving' in log
+                                                      for pid in pids)
 
     def workers(self) -> set[int]:
         assert self.proc is not None
-        if self.worker_count == 1:
-            return {self.proc.pid}
-        out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(self.proc.pid)],
-                             capture_output=True, text=True).stdout
-        return {int(pid) for pid in out.split()}
+        # One worker: the service serves in its own process, without a supervisor.
+        return {self.proc.pid} if self.worker_count == 1 else child_pids(self.proc.pid)
 
     def kill_worker(self, rng: random.Random) -> int:
         pid = rng.choice(sorted(self.workers()))
@@ -221,7 +215,7 @@ def run(drill: Drill) -> Report:
                'claim_retry_delay = 0.02\n[placement]\nread_timeout = 10\n'
                '[DEFAULT]\ngraceful_shutdown_timeout = 5\n'
                + ('' if drill.journal else '[claims_journal]\ndirectory =\n')))
-    service = Service(config, drill.service_python)
+    service = Service(config, drill.workers, drill.service_python)
     report = Report()
     requests: list[Request] = []
     live: list[tuple[str, int]] = []     # answered, undeleted instances and their units

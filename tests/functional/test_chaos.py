@@ -49,7 +49,7 @@ class Caught:
         self.config = write_config(tmp_path / 'scheduler.conf', placement_url=placement_url,
                                    transport_url=rabbit_url, topic=self.topic,
                                    workers=workers, host='scheduler-caught', extra=extra)
-        self.service = chaos.Service(self.config)
+        self.service = chaos.Service(self.config, workers)
         self.env = {'SLOW_FILTER_MARKER': str(self.marker), 'SLOW_FILTER_SECONDS': '60',
                     'SLOW_FILTER_AFTER_CALLS': str(after_calls)}
         self.transport = get_transport(conf_for(placement_url, rabbit_url))
@@ -82,6 +82,13 @@ class Caught:
                  'the request to hold its claims')
         return int(self.marker.read_text()), outcome
 
+    def kill_and_replace(self, worker: int) -> None:
+        """SIGKILL ``worker``; return once its caller gave up and a new worker serves."""
+        os.kill(worker, signal.SIGKILL)
+        self.caller.join(CALL_TIMEOUT + 10)
+        wait_for(lambda: worker not in self.service.workers() and self.service.all_serving(),
+                 'the worker to be replaced')
+
     def close(self) -> None:
         self.transport.cleanup()
         self.service.stop()
@@ -100,45 +107,41 @@ def caught(tmp_path, placement, rabbit_url):
         c.close()
 
 
+@pytest.fixture
+def hosts(placement_client) -> list[str]:
+    """Three hosts, room enough for every test's instances and their alternates."""
+    return [add_host(placement_client, f'cn{n}') for n in range(3)]
+
+
 def holding(placement_client, instances) -> list[str]:
     return [i for i in instances if placement_client.get_allocations(i).allocations]
 
 
 def test_a_worker_killed_holding_claims_leaves_nothing_once_it_is_replaced(
-        caught, placement_client):
-    for n in range(3):
-        add_host(placement_client, f'cn{n}')
+        caught, placement_client, hosts):
     service = caught(workers=2)
     instances = new_uuids(2)
     worker, outcome = service.call_until_caught(instances)
     held = holding(placement_client, instances)
     assert held                                   # claimed, not answered
 
-    os.kill(worker, signal.SIGKILL)
-    service.caller.join(CALL_TIMEOUT + 10)
+    service.kill_and_replace(worker)
 
     assert isinstance(outcome.get('error'), oslo_messaging.MessagingTimeout)
-    wait_for(lambda: worker not in service.service.workers() and service.service.all_serving(),
-             'the worker to be replaced')
     wait_for(lambda: not holding(placement_client, instances),
              'the replacement to give the claims back', timeout=20)
     assert service.service.output().count('gave back the claim of') == len(held)
 
 
-def test_without_a_journal_the_claims_of_a_killed_worker_stay(caught, placement_client):
+def test_without_a_journal_the_claims_of_a_killed_worker_stay(caught, placement_client, hosts):
     # What the journal is for: the same kill, with [claims_journal] directory empty.
-    for n in range(3):
-        add_host(placement_client, f'cn{n}')
     service = caught(workers=2, journal=False)
     instances = new_uuids(2)
     worker, outcome = service.call_until_caught(instances)
     held = holding(placement_client, instances)
     assert held
 
-    os.kill(worker, signal.SIGKILL)
-    service.caller.join(CALL_TIMEOUT + 10)
-    wait_for(lambda: worker not in service.service.workers() and service.service.all_serving(),
-             'the worker to be replaced')
+    service.kill_and_replace(worker)
     time.sleep(1.5)   # three clean-up intervals: a journal would have acted by now
 
     assert isinstance(outcome.get('error'), oslo_messaging.MessagingTimeout)
@@ -148,9 +151,7 @@ def test_without_a_journal_the_claims_of_a_killed_worker_stay(caught, placement_
 
 
 def test_the_whole_service_killed_holding_claims_gives_them_back_when_started_again(
-        caught, placement_client):
-    for n in range(3):
-        add_host(placement_client, f'cn{n}')
+        caught, placement_client, hosts):
     service = caught(workers=1)
     instances = new_uuids(3)
     _, outcome = service.call_until_caught(instances)
@@ -171,9 +172,7 @@ def test_the_whole_service_killed_holding_claims_gives_them_back_when_started_ag
     assert selection[0].service_host.startswith('cn')
 
 
-def test_answered_requests_keep_their_claims_across_kills(caught, placement_client):
-    for n in range(3):
-        add_host(placement_client, f'cn{n}')
+def test_answered_requests_keep_their_claims_across_kills(caught, placement_client, hosts):
     service = caught(workers=1, after_calls=1000)
     client = SchedulerClient(service.transport, topic=service.topic, timeout=30)
     answered = new_uuids(2)

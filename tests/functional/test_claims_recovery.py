@@ -42,6 +42,13 @@ def claim(placement_client, instance: str, provider: str):
         microversion=ALLOCATION_CANDIDATES_MICROVERSION, request_id='req-recovery')
 
 
+def write_as_it_is_now(placement_client, instance: str, provider: str) -> None:
+    """Another writer puts the consumer on ``provider`` alone, at its generation now."""
+    current = placement_client.get_allocations(instance)
+    placement_client.put_allocations(instance, on(provider), project_id=PROJECT, user_id=USER,
+                                     consumer_generation=current.consumer_generation)
+
+
 def held(placement_client, instance: str) -> dict:
     return {rp: dict(r) for rp, r in placement_client.get_allocations(instance).allocations.items()}
 
@@ -77,10 +84,8 @@ def test_the_same_allocations_written_again_at_a_new_generation_are_left_alone(
         placement_client, hosts):
     instance = str(uuid.uuid4())
     ours = claim(placement_client, instance, hosts[0])
-    current = placement_client.get_allocations(instance)
     # Someone rewrote the consumer with the same body: its generation moved on.
-    placement_client.put_allocations(instance, on(hosts[0]), project_id=PROJECT, user_id=USER,
-                                     consumer_generation=current.consumer_generation)
+    write_as_it_is_now(placement_client, instance, hosts[0])
 
     assert undo_if_unchanged(placement_client, ours, request_id=None) is Outcome.LEFT
     assert held(placement_client, instance) == {hosts[0]: SMALL}
@@ -122,10 +127,8 @@ def test_a_move_conductor_already_rolled_back_is_left_alone(placement_client, ho
     instance = str(uuid.uuid4())
     claim(placement_client, instance, hosts[0])
     move = claim(placement_client, instance, hosts[1])
-    current = placement_client.get_allocations(instance)
     # Conductor's own rollback put the source allocations back.
-    placement_client.put_allocations(instance, on(hosts[0]), project_id=PROJECT, user_id=USER,
-                                     consumer_generation=current.consumer_generation)
+    write_as_it_is_now(placement_client, instance, hosts[0])
 
     assert undo_if_unchanged(placement_client, move, request_id=None) is Outcome.LEFT
     assert held(placement_client, instance) == {hosts[0]: SMALL}
