@@ -17,7 +17,7 @@ import importlib
 import itertools
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +41,8 @@ OPTION = f'[{GROUP}] connection'
 #: are not those of the last snapshot; a large result counted first); a read of
 #: what changed sends the marks, CHANGED_PROVIDERS (or GENERATIONS, when that does
 #: not account for every moved generation), then the others restricted to the
-#: providers whose generation moved (``... WHERE ... IN (...)``), and USAGES whole
-#: when allocations were deleted.
+#: providers whose generation moved (``... WHERE ... IN (...)``), and, when
+#: allocations were deleted, the checksums of usage that find whose (usage_sums).
 PROVIDERS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(SUM(generation), 0), '
                   'MAX(updated_at) FROM resource_providers')
 ALLOCATIONS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), '
@@ -63,6 +63,15 @@ TRAIT_NAMES = 'SELECT id, name FROM traits'
 AGGREGATE_UUIDS = 'SELECT id, uuid FROM placement_aggregates'
 CHANGED_PROVIDERS = 'SELECT id, generation FROM resource_providers WHERE updated_at >= :since'
 GENERATIONS = 'SELECT id, generation FROM resource_providers'
+#: Each allocation's amount weighted by its provider and class: a checksum of a
+#: provider's usage (:func:`usage_sums` computes the same from a snapshot). Its
+#: largest sum, over a bucket of providers, stays far inside 64 bits (Placement's
+#: amounts are 32-bit; ratio, weight and classes add about 25 bits).
+_WEIGHT = '((resource_provider_id * 31 + resource_class_id) % 9973 + 1)'
+#: PostgreSQL would multiply two 32-bit integers in 32 bits; MySQL and SQLite use 64.
+_WIDE_USED = {'postgresql': 'CAST(used AS BIGINT)'}
+#: Providers per bucket of the first comparison of checksums (buckets: ``id % n``).
+PROVIDERS_PER_BUCKET = 64
 #: Rows fetched from the driver at a time: the rows of one chunk are Python
 #: objects only until they are columns.
 FETCH_CHUNK = 5000
@@ -74,6 +83,11 @@ WHOLE_READ_SHARE = 0.25
 #: written providers: a write whose transaction began earlier may commit later.
 #: Only a shortcut: the generations' sum says whether anything was missed.
 WRITE_OVERLAP = datetime.timedelta(seconds=30)
+#: At most this many providers are read again with each read of changes, whatever
+#: their generation says (``refresh_reads``): the net for what moves no generation
+#: costs a read the same at 1,000 and at 50,000 providers (a round of 50,000 then
+#: takes 500 reads, minutes of a busy worker, instead of 60).
+REFRESH_SLICE_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -99,15 +113,24 @@ class PlacementDatabaseReader(DirectDatabase):
     every generation is compared. ``DELETE /allocations/{consumer}`` moves no
     generation (Nova deletes instances' allocations that way), so the number of
     allocation rows and the highest id are kept with each snapshot too: when the
-    count is not the old one plus the rows added since, something was deleted and
-    every provider's usage is read again. Whatever a read of changes could still
+    count is not the old one plus the rows added since, something was deleted, and
+    checksums find whose (below). Whatever a read of changes could still
     miss (aggregates written below microversion 1.19, a deletion hidden by a late
     claim's row) is taken in by reading every provider again at least once every
     ``refresh_reads`` reads of changes, a slice of them with each: the cost of a
     whole read spread over many, without its peak of memory (a whole read of
     50,000 providers passes about 50 MB through a worker; a slice of a thousand, a
-    few hundred kilobytes). A whole read comes only first, and when providers
-    were created or deleted, or a quarter of them changed.
+    few hundred kilobytes; at most :data:`REFRESH_SLICE_MAX` providers). A whole
+    read comes only first, and when providers were created or deleted, or a
+    quarter of them changed.
+
+    When rows of allocations went, the providers that lost them are found by
+    checksums of usage (:func:`usage_sums`): the database sums each bucket of
+    providers' allocations, weighted, and only the buckets whose sum is not the
+    snapshot's are summed again per provider. The database still scans its
+    allocations then, but a worker receives a few hundred numbers instead of
+    every provider's usage (at 50,000 providers, 100 ms of a worker's CPU per
+    read that followed a deletion, against 20 for one that followed only claims).
     """
 
     def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30,
@@ -122,6 +145,8 @@ class PlacementDatabaseReader(DirectDatabase):
         self.change_reads = 0
         #: Reads of changes that compared every generation (the shortcut missed one).
         self.generation_scans = 0
+        #: Reads of changes that followed a deletion of allocations (checksums compared).
+        self.usage_checks = 0
 
     def read(self, previous: ProviderSnapshot | None = None, *,
              whole: bool = False) -> ProviderSnapshot:
@@ -181,13 +206,19 @@ class PlacementDatabaseReader(DirectDatabase):
         if marks.providers[:2] != before.providers[:2]:
             return None                 # providers were created or deleted
         generations = previous.generations.copy()
-        changed = self._moved(connection, previous, before, marks, generations)
-        if changed is None:
+        moved = self._moved(connection, previous, before, marks, generations)
+        if moved is None:
             return None
-        if len(changed) > WHOLE_READ_SHARE * len(previous):
+        if len(moved) > WHOLE_READ_SHARE * len(previous):
             return None
-        changed = sorted(set(changed).union(self._refresh_slice(previous)))
-        deleted = marks.allocations[0] != before.allocations[0] + marks.added_allocations
+        names = _Names(connection)
+        to_read = set(moved).union(self._refresh_slice(previous))
+        if marks.allocations[0] != before.allocations[0] + marks.added_allocations:
+            # Allocations were deleted (or a late claim's row hides among the ids
+            # already seen): DELETE moves no generation.
+            self.usage_checks += 1
+            to_read.update(_usage_moved(connection, previous, names))
+        changed = sorted(to_read)
 
         def of_changed(query: str, width: int, grouping: str = '',
                        dtype: Any = np.int64) -> np.ndarray:
@@ -197,13 +228,11 @@ class PlacementDatabaseReader(DirectDatabase):
                                    {'ids': changed})
             return np.array(rows, dtype=dtype).reshape(len(rows), width)
 
-        names = _Names(connection)
-        usages = (_fetch_columns(connection, USAGES + USAGES_GROUPING, 3) if deleted
-                  else of_changed(USAGES, 3, USAGES_GROUPING))
         return previous.with_changes(
             generations, changed,
             inventories=names.classes(of_changed(INVENTORIES, 8, dtype=np.float64)),
-            usages=names.classes(usages), usages_of_all=deleted,
+            usages=names.classes(of_changed(USAGES, 3, USAGES_GROUPING)),
+            usages_of_all=False,
             traits=names.traits(of_changed(TRAITS, 2)),
             aggregates=names.aggregates(of_changed(AGGREGATES, 2)),
             marks=marks)
@@ -212,10 +241,10 @@ class PlacementDatabaseReader(DirectDatabase):
         """The ids of the next providers to read again whatever their generation says:
         every one within ``refresh_reads`` reads."""
         n = len(previous)
-        if not n:
+        size = min(-(-n // self.refresh_reads), REFRESH_SLICE_MAX, n)
+        if size <= 0:
             return []
-        size = -(-n // self.refresh_reads)
-        rows = (self._refresh_from + np.arange(min(size, n))) % n
+        rows = (self._refresh_from + np.arange(size)) % n
         self._refresh_from = int(rows[-1]) + 1
         return previous.ids[rows].tolist()
 
@@ -247,6 +276,42 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         generations[:] = every[:, 1]
         return previous.ids[generations != previous.generations].tolist()
+
+
+def usage_sums(snapshot: ProviderSnapshot, class_ids: Mapping[str, int]) -> np.ndarray:
+    """Per row of ``snapshot``, the checksum of its usage that Placement's database
+    computes from the allocations (``_WEIGHT``); ``class_ids``: Placement's ids of
+    the classes."""
+    sums = np.zeros(len(snapshot), dtype=np.int64)
+    for rc, inventory in snapshot.inventories.items():
+        ids = snapshot.ids[inventory.rows]
+        sums[inventory.rows] += inventory.used * ((ids * 31 + class_ids[rc]) % 9973 + 1)
+    return sums
+
+
+def _usage_moved(connection: DirectConnection, previous: ProviderSnapshot,
+                 names: _Names) -> list[int]:
+    """The ids of the providers whose allocations are not what ``previous`` holds:
+    per bucket of providers first, then per provider in the buckets that differ."""
+    ours = usage_sums(previous, names.class_ids())
+    buckets = max(1, len(previous) // PROVIDERS_PER_BUCKET)
+    weighted = f'{_WIDE_USED.get(connection.backend, "used")} * {_WEIGHT}'
+    theirs = dict(connection.rows(
+        f'SELECT resource_provider_id % {buckets}, SUM({weighted}) FROM allocations '
+        f'GROUP BY resource_provider_id % {buckets}'))
+    bucket_of = previous.ids % buckets
+    by_bucket = np.zeros(buckets, dtype=np.int64)
+    np.add.at(by_bucket, bucket_of, ours)
+    differ = [b for b, total in enumerate(by_bucket.tolist()) if int(theirs.get(b, 0)) != total]
+    if not differ:
+        return []
+    rows = np.flatnonzero(np.isin(bucket_of, differ))
+    ids = previous.ids[rows].tolist()
+    theirs = dict(connection.rows(
+        f'SELECT resource_provider_id, SUM({weighted}) FROM allocations '
+        'WHERE resource_provider_id IN :ids GROUP BY resource_provider_id', {'ids': ids}))
+    return [i for i, total in zip(ids, ours[rows].tolist(), strict=True)
+            if int(theirs.get(i, 0)) != total]
 
 
 def _timestamp(value: Any) -> datetime.datetime | None:
@@ -345,6 +410,9 @@ class _Names:
 
     def classes(self, rows: np.ndarray) -> Keyed:
         return _keyed(rows, self._classes)
+
+    def class_ids(self) -> dict[str, int]:
+        return {name: code for code, name in self._classes.items()}
 
     def traits(self, rows: np.ndarray) -> Keyed:
         return _keyed(rows, self._traits)

@@ -491,3 +491,61 @@ def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
     finally:
         reader.close()
         seed.delete_all(client)
+
+
+@pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
+def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
+        request, backend, monkeypatch):
+    # DELETE /allocations/{consumer} moves no generation. The read that follows
+    # must find the providers that lost the allocations without taking every
+    # provider's usage again: the checksums name exactly them (32-bit amounts
+    # multiplied in 64 bits on PostgreSQL), and the slice that reads every
+    # provider again in turn is off here, so nothing else could have.
+    if backend == 'sqlite':
+        placement = request.getfixturevalue('placement')
+        url = f'sqlite:///{placement.db_path}'
+    else:
+        placement = request.getfixturevalue('postgres_placement')
+        url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{placement.database}'
+    client = PlacementClient.from_conf(make_placement_conf(placement.url))
+    monkeypatch.setattr(placement_db, 'REFRESH_SLICE_MAX', 0)
+    monkeypatch.setattr(placement_db, 'PROVIDERS_PER_BUCKET', 4)
+    found: list[list[int]] = []
+    usage_moved = placement_db._usage_moved
+    monkeypatch.setattr(placement_db, '_usage_moved',
+                        lambda *args: found.append(usage_moved(*args)) or found[-1])
+    reader = PlacementDatabaseReader(url)
+    rng = random.Random(20261127)
+    try:
+        providers, _ = random_cloud(client, rng, 12, nested=False)
+        big = {'VCPU': 2**20, 'MEMORY_MB': 2**30, 'DISK_GB': 2**20}
+        for rp in providers:
+            client.request('PUT', f'/resource_providers/{rp}/inventories', microversion='1.36',
+                           json={'resource_provider_generation': client.request(
+                               'GET', f'/resource_providers/{rp}', microversion='1.36'
+                           ).json()['generation'],
+                               'inventories': {rc: {'total': total, 'allocation_ratio': 16.0}
+                                               for rc, total in big.items()}})
+        consumers = {}
+        for rp in providers:
+            consumer = str(uuid.uuid4())
+            # Amounts near Placement's 32-bit bound: their weighted sum needs 64 bits.
+            seed.allocate(client, consumer, {rp: {'MEMORY_MB': 2**31 - 1 - rng.randrange(99),
+                                                  'VCPU': 3}}, PROJECT, USER)
+            consumers[rp] = consumer
+        snapshot = reader.read()
+        gone = rng.sample(providers, 3)
+        for rp in gone:
+            client.delete_allocations(consumers[rp])
+        snapshot = reader.read(snapshot)
+
+        assert reader.usage_checks == 1 and reader.change_reads == 1
+        assert sorted(found[-1]) == sorted(snapshot.ids[snapshot.index[rp]] for rp in gone)
+        assert state_of(snapshot) == state_of(reader.read())
+
+        # A read with nothing deleted compares no checksum.
+        snapshot = reader.read(snapshot)
+        assert reader.usage_checks == 1 and len(found) == 1
+    finally:
+        reader.close()
+        seed.delete_all(client)
