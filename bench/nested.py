@@ -78,6 +78,8 @@ EXPLOSION_P99_MS = 50.0
 HOSTS_LOOKED_AT = 3
 #: What the service sends as ``limit`` (``[scheduler] max_placement_results``).
 SERVICE_LIMIT = 1000
+#: Seconds the view's runs wait after Placement's last answer (see measure()).
+SETTLE_SECONDS = 1.0
 MICROVERSION = ALLOCATION_CANDIDATES_MICROVERSION
 #: Placement gunicorn workers: the GETs are sent one at a time, one serves them.
 PLACEMENT_WORKERS = 2
@@ -371,6 +373,10 @@ def measure(shape: Shape, placement: _Placement, view: Any, snapshot: Any, *,
     if match is None:
         result.left_to_placement = why
     else:
+        # Placement's worker frees the objects of the answer it just sent (hundreds
+        # of thousands for an explosion tree) after the last byte: on two cores
+        # that lands in the view's runs unless it is waited out.
+        time.sleep(SETTLE_SECONDS)
         result.view_hosts = len(match)
         result.view_ms = _timed(view_decision(view, query), repeats)
         result.json_ms = _timed(lambda: trees.candidates(
