@@ -11,6 +11,9 @@
    processes.
 5. The provider view against a query per request at 1,000, 10,000 and 50,000
    providers (bench/view.py), its curve printed and drawn beside the JSON.
+6. With ``--nested``: nested queries, the provider view against Placement's own
+   GET /allocation_candidates on the same state, candidate-explosion trees
+   included (bench/nested.py).
 
 Prints one table and writes the rows to ``bench-results.json``.
 """
@@ -32,6 +35,8 @@ from bench.synthetic import make_cloud
 DEFAULT_SIZES = (1000, 5000, 10000, 50000)
 #: The provider view's sizes (bench/view.py): the issue's curve.
 DEFAULT_VIEW_SIZES = '1000,10000,50000'
+#: Hosts of the nested queries' cloud (bench/nested.py), with ``--nested``.
+NESTED_HOSTS = 1000
 KINDS = (('one', 'one instance'), ('ten', 'ten instances'),
          ('group10', 'ten-instance anti-affinity group'))
 #: Decision floor at N = 5,000 (the issue; kube-scheduler holds 680 pods/s at 5,000 nodes).
@@ -153,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--no-e2e', action='store_true',
                         help='skip end to end, throughput and memory (needs PostgreSQL and '
                              'RabbitMQ on 127.0.0.1)')
+    parser.add_argument('--nested', nargs='?', type=int, const=NESTED_HOSTS, default=None,
+                        metavar='HOSTS',
+                        help='nested queries, the provider view against Placement\'s own GET '
+                             '(bench/nested.py; needs PostgreSQL) on a cloud of this many '
+                             f'hosts (default {NESTED_HOSTS})')
     parser.add_argument('--view', default=os.environ.get('SCHEDULER_BENCH_VIEW',
                                                          DEFAULT_VIEW_SIZES),
                         metavar='N[,N...]',
@@ -183,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(e2e.run_all())
         rows.extend(memory.run_memory())
         rows.extend(memory.run_memory(limit=None))
+    nested_results: list[Any] = []
+    if args.nested:
+        from bench import nested
+        nested_results, nested_rows = nested.run(nested.Options(hosts=args.nested))
+        rows.extend(nested_rows)
     view_rows: list[Row] = []
     if args.view:
         from bench import view
@@ -199,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(curve_file, 'w') as f:
             f.write(plot.svg(view_rows))
         print(f'the curve drawn in {curve_file}')
+    if nested_results:
+        from bench import nested
+        print()
+        print(nested.table(nested_results))
     failed = [r for r in rows if r.passed is False]
     print(f'\n{len(rows)} rows, {sum(r.passed is True for r in rows)} passed, '
           f'{len(failed)} failed; written to {args.output}')
