@@ -9,7 +9,10 @@ on random hosts) and, in the rows "with deletions", ``deletes`` earlier
 instances' allocations removed (``DELETE /allocations/{consumer}``, which moves
 no provider's generation: Nova deletes instances that way). Then one read of
 what changed, timed on the reading thread's own CPU clock (what a worker spends,
-whatever the database and Placement spend) and on the wall clock.
+whatever the database and Placement spend), on the wall clock, and on the
+database's: the CPU of the PostgreSQL backend serving the reader (its parallel
+workers turned off for the reader's session, so that one process does all of a
+statement's work; ``/proc`` counts in hundredths of a second, hence the means).
 
 Side by side in the same run, on the same database: one whole read (what a
 worker would pay every ``max_age`` without reads of changes), and reads of
@@ -22,6 +25,8 @@ and at 50,000 providers for the same writes.
 from __future__ import annotations
 
 import argparse
+import os
+import pathlib
 import random
 import statistics
 import sys
@@ -29,12 +34,13 @@ import time
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 
 from bench import deploy
 from bench.report import Row, render, write_json
-from scheduler.catalog.placement_db import PlacementDatabaseReader
+from scheduler.catalog.placement_db import PlacementDatabaseReader, reader_from_conf
 from scheduler.provider_view.snapshot import ProviderSnapshot
 from tests.fixtures.postgres_placement import POSTGRES_URL
 
@@ -45,22 +51,41 @@ DEFAULT_READS = 30
 #: deleted: a region whose instances come and go.
 DEFAULT_CLAIMS = 12
 DEFAULT_DELETES = 3
+_TICKS = os.sysconf('SC_CLK_TCK')
 SMALL = {'VCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 1}
 
 
 @dataclass
 class Reads:
-    """Per read: the reading thread's CPU seconds, and wall seconds."""
+    """Per read: the reading thread's CPU seconds, and wall seconds; the database
+    backend's CPU seconds over all of them."""
 
     cpu: list[float]
     wall: list[float]
+    database_cpu: float = 0.0
 
     def row(self, name: str, providers: int, note: str = '') -> Row:
         return Row(name, providers, _ms(statistics.median(self.cpu)), unit='ms CPU',
-                   note=(f'p90 {_ms(_p90(self.cpu)):.1f} ms CPU; wall median '
+                   note=(f'p90 {_ms(_p90(self.cpu)):.1f} ms CPU; database CPU mean '
+                         f'{_ms(self.database_cpu / len(self.cpu)):.1f} ms; wall median '
                          f'{_ms(statistics.median(self.wall)):.1f} ms, p90 '
                          f'{_ms(_p90(self.wall)):.1f} ms; {len(self.cpu)} reads'
                          + (f'; {note}' if note else '')))
+
+
+class Backend:
+    """The CPU time of the PostgreSQL process serving ``reader``'s kept connection."""
+
+    def __init__(self, reader: PlacementDatabaseReader):
+        with reader.connect() as connection:
+            self.pid = connection.raw.get_backend_pid()
+            with connection.raw.cursor() as cursor:
+                cursor.execute('SET SESSION max_parallel_workers_per_gather = 0')
+            connection.raw.commit()
+
+    def cpu(self) -> float:
+        fields = pathlib.Path(f'/proc/{self.pid}/stat').read_text().rpartition(')')[2].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _ms(seconds: float) -> float:
@@ -69,6 +94,26 @@ def _ms(seconds: float) -> float:
 
 def _p90(values: list[float]) -> float:
     return deploy.percentile(values, 90)
+
+
+def _reader(url: str, **kwargs: Any) -> PlacementDatabaseReader:
+    """The reader a worker of the service makes, at the options' defaults (and
+    ``kwargs``)."""
+    from oslo_config import cfg
+
+    from scheduler.conf import register_opts
+
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf([], project='placement-scheduler', default_config_files=[], default_config_dirs=[])
+    conf.set_override('connection', url, group='placement_database')
+    return reader_from_conf(conf, **kwargs)
+
+
+def _max_age() -> float:
+    from scheduler.conf.scheduler import nova_opts
+
+    return next(o.default for o in nova_opts if o.name == 'provider_view_max_age')
 
 
 def timed(read: Callable[[], ProviderSnapshot]) -> tuple[ProviderSnapshot, float, float]:
@@ -114,14 +159,20 @@ class Writer:
         self.delete(len(self.consumers))
 
 
-def reads_of_changes(reader: PlacementDatabaseReader, snapshot: ProviderSnapshot,
-                     writer: Writer, *, reads: int, claims: int, deletes: int
-                     ) -> tuple[Reads, ProviderSnapshot]:
+def reads_of_changes(reader: PlacementDatabaseReader, backend: Backend,
+                     snapshot: ProviderSnapshot, writer: Writer, *, reads: int, claims: int,
+                     deletes: int, interval: float) -> tuple[Reads, ProviderSnapshot]:
     out = Reads([], [])
     for _ in range(reads):
+        started = time.monotonic()
         writer.claim(claims)
         writer.delete(deletes)
+        # A busy worker's reads come about every max_age seconds: the reader counts
+        # the allocations only every DELETIONS_EVERY seconds of them.
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        database = backend.cpu()
         snapshot, cpu, wall = timed(lambda s=snapshot: reader.read(s))
+        out.database_cpu += backend.cpu() - database
         out.cpu.append(cpu)
         out.wall.append(wall)
     return out, snapshot
@@ -131,29 +182,41 @@ def run(providers: int, opts: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     with deploy.seeded_deployment(providers, direct=True) as dep:
         url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{dep.placement.database}'
-        reader = PlacementDatabaseReader(url)
-        snapshot, _, _ = timed(reader.read)         # the first read: imports, caches
+        # The baseline: the same reader counting the allocations at every read, as
+        # every read of changes did before DELETIONS_EVERY.
+        readers = {'': _reader(url), ', allocations counted at every read (baseline)':
+                   _reader(url, deletions_every=0)}
+        backends = {label: Backend(reader) for label, reader in readers.items()}
+        snapshots = {label: reader.read() for label, reader in readers.items()}
+        reader, backend = readers[''], backends['']
         whole = Reads([], [])
         for _ in range(3):
-            snapshot, cpu, wall = timed(lambda s=snapshot: reader.read(s, whole=True))
+            database = backend.cpu()
+            snapshots[''], cpu, wall = timed(
+                lambda s=snapshots['']: reader.read(s, whole=True))
+            whole.database_cpu += backend.cpu() - database
             whole.cpu.append(cpu)
             whole.wall.append(wall)
         rows.append(whole.row('a whole read', providers))
         writer = Writer(dep, opts.seed)
         try:
             for deletes in (0, opts.deletes):
-                before = (reader.whole_reads, reader.generation_scans, reader.usage_checks)
-                changes, snapshot = reads_of_changes(reader, snapshot, writer,
-                                                     reads=opts.reads, claims=opts.claims,
-                                                     deletes=deletes)
-                writes = f'{opts.claims} claims' + (f' + {deletes} deletions' if deletes else '')
-                rows.append(changes.row(
-                    f'a read of changes, {writes}', providers,
-                    note=f'whole reads among them {reader.whole_reads - before[0]}, '
-                         f'generation scans {reader.generation_scans - before[1]}, '
-                         f'usage checksums {reader.usage_checks - before[2]}'))
+                for label, reader in readers.items():
+                    before = (reader.whole_reads, reader.generation_scans, reader.usage_checks)
+                    changes, snapshots[label] = reads_of_changes(
+                        reader, backends[label], snapshots[label], writer, reads=opts.reads,
+                        claims=opts.claims, deletes=deletes, interval=opts.interval)
+                    writes = (f'{opts.claims} claims'
+                              + (f' + {deletes} deletions' if deletes else ''))
+                    rows.append(changes.row(
+                        f'a read of changes, {writes}{label}', providers,
+                        note=f'whole reads among them {reader.whole_reads - before[0]}, '
+                             f'generation scans {reader.generation_scans - before[1]}, '
+                             f'usage checksums {reader.usage_checks - before[2]}'))
         finally:
             writer.clean_up()
+            for reader in readers.values():
+                reader.close()
     return rows
 
 
@@ -164,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--reads', type=int, default=DEFAULT_READS)
     parser.add_argument('--claims', type=int, default=DEFAULT_CLAIMS)
     parser.add_argument('--deletes', type=int, default=DEFAULT_DELETES)
+    parser.add_argument('--interval', type=float, default=_max_age(),
+                        help='seconds from one read to the next (default: '
+                             'provider_view_max_age, as a busy worker reads)')
     parser.add_argument('--seed', type=int, default=20261127)
     parser.add_argument('--json', help='also write the rows here')
     opts = parser.parse_args(argv)

@@ -17,8 +17,9 @@ import importlib
 import itertools
 import logging
 import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -83,11 +84,13 @@ WHOLE_READ_SHARE = 0.25
 #: written providers: a write whose transaction began earlier may commit later.
 #: Only a shortcut: the generations' sum says whether anything was missed.
 WRITE_OVERLAP = datetime.timedelta(seconds=30)
-#: At most this many providers are read again with each read of changes, whatever
-#: their generation says (``refresh_reads``): the net for what moves no generation
-#: costs a read the same at 1,000 and at 50,000 providers (a round of 50,000 then
-#: takes 500 reads, minutes of a busy worker, instead of 60).
-REFRESH_SLICE_MAX = 100
+#: Seconds between two counts of the allocations by a read of changes (how a
+#: deletion is noticed). Counting is a scan of Placement's largest table: 35 ms of
+#: the database's time at 50,000 providers (270,000 allocations), more than the
+#: rest of a read of changes together, which four busy workers would each send a
+#: few times a second. A deletion only frees room: seen up to this much later,
+#: the view is the fuller for it, never the emptier.
+DELETIONS_EVERY = 2.0
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,9 @@ class Marks:
 
     providers: tuple[int, int, int]     # rows, highest id, sum of the generations
     newest_write: datetime.datetime | None   # the latest ``updated_at`` of a provider
-    allocations: tuple[int, int]        # rows, highest id
-    added_allocations: int              # rows with an id above the previous read's highest
+    #: rows and highest id, as of the last read that counted them (a read of changes
+    #: counts them only every ``deletions_every`` seconds)
+    allocations: tuple[int, int]
 
 
 class PlacementDatabaseReader(DirectDatabase):
@@ -112,15 +116,16 @@ class PlacementDatabaseReader(DirectDatabase):
     provider whose generation moved (generations only grow); when it was not,
     every generation is compared. ``DELETE /allocations/{consumer}`` moves no
     generation (Nova deletes instances' allocations that way), so the number of
-    allocation rows and the highest id are kept with each snapshot too: when the
-    count is not the old one plus the rows added since, something was deleted, and
+    allocation rows and the highest id are kept with each snapshot too, counted
+    every ``deletions_every`` seconds (:data:`DELETIONS_EVERY`): when the count is
+    not the old one plus the rows added since, something was deleted, and
     checksums find whose (below). Whatever a read of changes could still
     miss (aggregates written below microversion 1.19, a deletion hidden by a late
     claim's row) is taken in by reading every provider again at least once every
     ``refresh_reads`` reads of changes, a slice of them with each: the cost of a
     whole read spread over many, without its peak of memory (a whole read of
     50,000 providers passes about 50 MB through a worker; a slice of a thousand, a
-    few hundred kilobytes; at most :data:`REFRESH_SLICE_MAX` providers). A whole
+    few hundred kilobytes). A whole
     read comes only first, and when providers were created or deleted, or a
     quarter of them changed.
 
@@ -134,10 +139,15 @@ class PlacementDatabaseReader(DirectDatabase):
     """
 
     def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30,
-                 refresh_reads: int = 60):
+                 refresh_reads: int = 60, deletions_every: float = DELETIONS_EVERY,
+                 clock: Callable[[], float] = time.monotonic):
         super().__init__(url, option=OPTION, error=ProviderViewError,
                          connect_timeout=connect_timeout, query_timeout=query_timeout)
         self.refresh_reads = max(1, refresh_reads)
+        self.deletions_every = deletions_every
+        self._clock = clock
+        # When the allocations were last counted.
+        self._counted_at = float('-inf')
         # Where the next slice of providers read again begins (a row).
         self._refresh_from = 0
         #: Reads so far, whole and of changes (for the status and the tests).
@@ -155,14 +165,16 @@ class PlacementDatabaseReader(DirectDatabase):
         with self.connect() as connection:
             # One transaction: the reads see one moment (repeatable read on
             # PostgreSQL and MySQL; SQLite's read transaction).
-            marks = self._marks(connection, previous)
+            marks = self._marks(connection)
             if previous is not None and not whole and isinstance(previous.marks, Marks):
                 snapshot = self._read_changes(connection, previous, marks)
                 if snapshot is not None:
                     self.change_reads += 1
                     return snapshot
             self.whole_reads += 1
-            return self._read_all(connection, marks, previous)
+            count, highest, _ = self._count_allocations(connection, 0)
+            return self._read_all(connection, replace(marks, allocations=(count, highest)),
+                                  previous)
 
     def _read_all(self, connection: DirectConnection, marks: Marks,
                   previous: ProviderSnapshot | None) -> ProviderSnapshot:
@@ -189,14 +201,18 @@ class PlacementDatabaseReader(DirectDatabase):
             aggregates=map(names.aggregates, _pieces(connection, AGGREGATES, 2, np.int32)),
             marks=marks, previous=previous)
 
-    def _marks(self, connection: DirectConnection, previous: ProviderSnapshot | None) -> Marks:
+    @staticmethod
+    def _marks(connection: DirectConnection) -> Marks:
+        """The providers' marks; the allocations' are the caller's to count."""
         count, last, generations, newest = connection.one(PROVIDERS_MARK)
-        last_allocation = (previous.marks.allocations[1]
-                           if previous is not None and isinstance(previous.marks, Marks) else 0)
-        allocations, highest, added = connection.one(ALLOCATIONS_MARK,
-                                                     {'last': last_allocation})
-        return Marks((int(count), int(last), int(generations)), _timestamp(newest),
-                     (int(allocations), int(highest)), int(added))
+        return Marks((int(count), int(last), int(generations)), _timestamp(newest), (0, 0))
+
+    def _count_allocations(self, connection: DirectConnection, last: int
+                           ) -> tuple[int, int, int]:
+        """The allocations' rows, highest id, and rows with an id above ``last``."""
+        self._counted_at = self._clock()
+        count, highest, added = connection.one(ALLOCATIONS_MARK, {'last': last})
+        return int(count), int(highest), int(added)
 
     def _read_changes(self, connection: DirectConnection, previous: ProviderSnapshot,
                       marks: Marks) -> ProviderSnapshot | None:
@@ -213,11 +229,16 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         names = _Names(connection)
         to_read = set(moved).union(self._refresh_slice(previous))
-        if marks.allocations[0] != before.allocations[0] + marks.added_allocations:
-            # Allocations were deleted (or a late claim's row hides among the ids
-            # already seen): DELETE moves no generation.
-            self.usage_checks += 1
-            to_read.update(_usage_moved(connection, previous, names))
+        allocations = before.allocations        # until counted again
+        if self._clock() - self._counted_at >= self.deletions_every:
+            count, highest, added = self._count_allocations(connection, allocations[1])
+            if count != allocations[0] + added:
+                # Allocations were deleted (or a late claim's row hides among the
+                # ids already seen): DELETE moves no generation.
+                self.usage_checks += 1
+                to_read.update(_usage_moved(connection, previous, names))
+            allocations = (count, highest)
+        marks = replace(marks, allocations=allocations)
         changed = sorted(to_read)
 
         def of_changed(query: str, width: int, grouping: str = '',
@@ -241,9 +262,9 @@ class PlacementDatabaseReader(DirectDatabase):
         """The ids of the next providers to read again whatever their generation says:
         every one within ``refresh_reads`` reads."""
         n = len(previous)
-        size = min(-(-n // self.refresh_reads), REFRESH_SLICE_MAX, n)
-        if size <= 0:
+        if not n:
             return []
+        size = min(-(-n // self.refresh_reads), n)
         rows = (self._refresh_from + np.arange(size)) % n
         self._refresh_from = int(rows[-1]) + 1
         return previous.ids[rows].tolist()
@@ -428,6 +449,17 @@ def _keyed(rows: np.ndarray, names: dict[int, str]) -> Keyed:
     return Keyed(ids[:, 0], ids[:, 1], names, rows[:, 2:])
 
 
+def reader_from_conf(conf: cfg.ConfigOpts, **kwargs: Any) -> PlacementDatabaseReader:
+    """The reader of ``[placement_database] connection`` as the view uses it
+    (``kwargs``: the reader's other settings, for the benchmark's baseline)."""
+    opts = conf[GROUP]
+    return PlacementDatabaseReader(
+        opts.connection, connect_timeout=opts.connect_timeout, query_timeout=opts.query_timeout,
+        # Under load the view is read about every max_age seconds.
+        refresh_reads=math.ceil(conf.scheduler.provider_view_full_read_interval
+                                / max(conf.scheduler.provider_view_max_age, 0.1)), **kwargs)
+
+
 def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | None = None
                             ) -> ProviderView | None:
     """The view ``[scheduler] provider_view`` asks for, or None when it is off;
@@ -442,11 +474,7 @@ def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | Non
     if not opts.connection:
         raise ConfigurationError(f'[scheduler] provider_view needs {OPTION}')
     max_age = conf.scheduler.provider_view_max_age
-    reader = PlacementDatabaseReader(
-        opts.connection, connect_timeout=opts.connect_timeout, query_timeout=opts.query_timeout,
-        # Under load the view is read about every max_age seconds.
-        refresh_reads=math.ceil(conf.scheduler.provider_view_full_read_interval
-                                / max(max_age, 0.1)))
+    reader = reader_from_conf(conf)
     LOG.info('provider view on, read-only from %s, at most %ss old', reader.label,
              conf.scheduler.provider_view_max_age)
     if (siblings is not None and siblings.board.workers > 1

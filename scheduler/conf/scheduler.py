@@ -96,10 +96,13 @@ nova_opts = [
                       'seconds of reads, whatever its generation says: a slice of them '
                       'with each read (every provider_view_max_age seconds under load). A '
                       'read takes the providers whose generation moved (every inventory, '
-                      'trait, aggregate and allocation write moves it), every usage when '
-                      'allocations were deleted, and its slice, which also takes in what '
-                      'moves no generation (aggregates set below microversion 1.19). '
-                      'Spread over reads, this costs no whole read\'s peak of memory.'),
+                      'trait, aggregate and allocation write moves it), the providers '
+                      'whose checksum of usage moved when allocations were deleted, and '
+                      'its slice, which also takes in what moves no generation '
+                      '(aggregates set below microversion 1.19). Spread over reads, this '
+                      'costs no whole read\'s peak of memory; a slice is the cloud\'s '
+                      'providers over this many seconds of reads (at 50,000 providers and '
+                      'the defaults, 209 a read).'),
     cfg.FloatOpt('near_best_weight_tolerance', default=None, min=0.0, max=0.5,
                  sample_default='<0.01 with the provider view, else 0>',
                  help='Spread concurrent decisions over the hosts whose weight is within '

@@ -126,7 +126,8 @@ def summaries_of(candidates) -> dict:
 
 @pytest.fixture
 def reader(placement):
-    reader = PlacementDatabaseReader(f'sqlite:///{placement.db_path}')
+    # Allocations counted at every read: a deletion is seen by the next one.
+    reader = PlacementDatabaseReader(f'sqlite:///{placement.db_path}', deletions_every=0)
     yield reader
     reader.close()
 
@@ -467,7 +468,7 @@ def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
     # ("invalid input syntax for type integer" in its nested-tree trait query).
     client = PlacementClient.from_conf(make_placement_conf(postgres_placement.url))
     url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{postgres_placement.database}'
-    reader = PlacementDatabaseReader(url)
+    reader = PlacementDatabaseReader(url, deletions_every=0)
     rng = random.Random(20261125)
     try:
         providers, children = random_cloud(client, rng, 10, nested=False)
@@ -496,11 +497,11 @@ def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
 @pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
 def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         request, backend, monkeypatch):
-    # DELETE /allocations/{consumer} moves no generation. The read that follows
-    # must find the providers that lost the allocations without taking every
+    # DELETE /allocations/{consumer} moves no generation. The read that counts
+    # the allocations next must find the providers that lost them without taking every
     # provider's usage again: the checksums name exactly them (32-bit amounts
-    # multiplied in 64 bits on PostgreSQL), and the slice that reads every
-    # provider again in turn is off here, so nothing else could have.
+    # multiplied in 64 bits on PostgreSQL); the slice that reads every provider
+    # again in turn is kept away from them, so nothing else could have.
     if backend == 'sqlite':
         placement = request.getfixturevalue('placement')
         url = f'sqlite:///{placement.db_path}'
@@ -508,13 +509,15 @@ def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         placement = request.getfixturevalue('postgres_placement')
         url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{placement.database}'
     client = PlacementClient.from_conf(make_placement_conf(placement.url))
-    monkeypatch.setattr(placement_db, 'REFRESH_SLICE_MAX', 0)
+    monkeypatch.setattr(placement_db.PlacementDatabaseReader, '_refresh_slice',
+                        lambda self, previous: [])
     monkeypatch.setattr(placement_db, 'PROVIDERS_PER_BUCKET', 4)
     found: list[list[int]] = []
     usage_moved = placement_db._usage_moved
     monkeypatch.setattr(placement_db, '_usage_moved',
                         lambda *args: found.append(usage_moved(*args)) or found[-1])
-    reader = PlacementDatabaseReader(url)
+    now = [0.0]
+    reader = PlacementDatabaseReader(url, clock=lambda: now[0])
     rng = random.Random(20261127)
     try:
         providers, _ = random_cloud(client, rng, 12, nested=False)
@@ -537,13 +540,21 @@ def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         gone = rng.sample(providers, 3)
         for rp in gone:
             client.delete_allocations(consumers[rp])
+        # The allocations are counted every DELETIONS_EVERY seconds (a scan of
+        # Placement's largest table): a read sooner does not see the deletion.
+        now[0] += placement_db.DELETIONS_EVERY / 2
+        snapshot = reader.read(snapshot)
+        assert reader.usage_checks == 0 and not found
+        assert state_of(snapshot) != state_of(reader.read())
+        now[0] += placement_db.DELETIONS_EVERY
         snapshot = reader.read(snapshot)
 
-        assert reader.usage_checks == 1 and reader.change_reads == 1
+        assert reader.usage_checks == 1 and reader.change_reads == 2
         assert sorted(found[-1]) == sorted(snapshot.ids[snapshot.index[rp]] for rp in gone)
         assert state_of(snapshot) == state_of(reader.read())
 
         # A read with nothing deleted compares no checksum.
+        now[0] += placement_db.DELETIONS_EVERY
         snapshot = reader.read(snapshot)
         assert reader.usage_checks == 1 and len(found) == 1
     finally:
