@@ -241,6 +241,9 @@ def seed_cloud(url: str, cloud: SyntheticCloud, *, threads: int = 6,
     for trait in traits:
         if trait.startswith('CUSTOM_'):
             _check(session.put(f'{url}/traits/{trait}'), f'PUT /traits/{trait}')
+    for rc in sorted({rc for h in cloud.hosts for p in h.providers for rc in p.inventory}):
+        if rc.startswith('CUSTOM_'):
+            _check(session.put(f'{url}/resource_classes/{rc}'), f'PUT /resource_classes/{rc}')
 
     def provider(p, extra_traits: tuple[str, ...] = ()) -> None:
         body: dict[str, Any] = {'name': p.name, 'uuid': p.uuid}
@@ -554,16 +557,18 @@ def write_hosts_file(hosts: int, path: pathlib.Path, *, seed: int = 20261122,
 def seeded_deployment(providers: int, *, seed: int = 20261122,
                       placement_workers: int = PLACEMENT_WORKERS,
                       keep_workdir: bool = False, direct: bool = False,
-                      fill_mean: float | None = None) -> Iterator[Deployment]:
-    """PostgreSQL + Placement seeded with ``make_cloud(providers, fill_mean=...)``; all
-    gone afterwards. ``direct``: written into Placement's tables (bench.seed_sql), not
-    through its API (seconds instead of most of an hour at 50,000 providers)."""
+                      fill_mean: float | None = None,
+                      nested: bool = False) -> Iterator[Deployment]:
+    """PostgreSQL + Placement seeded with ``make_cloud(providers, fill_mean=...,
+    nested=...)``; all gone afterwards. ``direct``: written into Placement's tables
+    (bench.seed_sql), not through its API (seconds instead of most of an hour at 50,000
+    providers)."""
     from bench.synthetic import make_cloud
 
     require_rabbit()
     workdir = pathlib.Path(tempfile.mkdtemp(prefix='bench-e2e-'))
     try:
-        cloud = make_cloud(providers, seed=seed, fill_mean=fill_mean)
+        cloud = make_cloud(providers, seed=seed, fill_mean=fill_mean, nested=nested)
         with placement_on_postgres(workdir, workers=placement_workers) as placement:
             started = time.monotonic()
             if direct:

@@ -3,10 +3,10 @@
 Through Placement's API a provider costs three requests (create, inventories,
 traits): 10,000 providers took 8.5 minutes here, 50,000 would take most of an
 hour, longer than everything the benchmark measures. This writes the rows those
-requests and the usage's ``POST /allocations`` write (providers with their root
-and parent, inventories, traits, projects, users, consumers, allocations) in a
-few bulk statements, for the benchmarks only: what they then measure (queries,
-claims, reads) goes through Placement as usual.
+requests and the usage's ``POST /allocations`` write (custom resource classes,
+providers with their root and parent, inventories, traits, projects, users,
+consumers, allocations) in a few bulk statements, for the benchmarks only: what
+they then measure (queries, claims, reads) goes through Placement as usual.
 
 ``bench.deploy.seed_cloud`` is the API's way of writing the same cloud;
 ``tests/functional/test_bench_seed.py`` holds Placement's answers after either
@@ -24,6 +24,8 @@ DISABLED_TRAIT = 'COMPUTE_STATUS_DISABLED'
 #: The generation a provider has after the API's three requests (create: 0,
 #: inventories: 1, traits: 2); usage claims then add one each.
 SEEDED_GENERATION = 2
+#: Placement's first id for a custom resource class (ResourceClass.MIN_CUSTOM_RESOURCE_CLASS_ID).
+CUSTOM_CLASS_ID = 10000
 
 
 def seed_cloud_sql(connection: Any, cloud: SyntheticCloud, *,
@@ -38,6 +40,15 @@ def seed_cloud_sql(connection: Any, cloud: SyntheticCloud, *,
     with connection, connection.cursor() as cursor:
         cursor.execute('SELECT name, id FROM resource_classes')
         classes = dict(cursor.fetchall())
+        # Custom classes (PCI in Placement's) as PUT /resource_classes/{name} makes them:
+        # ids from CUSTOM_CLASS_ID up.
+        custom = sorted({rc for h in cloud.hosts for p in h.providers for rc in p.inventory}
+                        - set(classes))
+        if custom:
+            first = max([CUSTOM_CLASS_ID - 1, *classes.values()]) + 1
+            execute_values(cursor, 'INSERT INTO resource_classes (created_at, id, name) VALUES %s',
+                           [(now, first + i, rc) for i, rc in enumerate(custom)])
+            classes.update({rc: first + i for i, rc in enumerate(custom)})
         names = sorted({t for h in cloud.hosts for p in h.providers for t in p.traits}
                        | {DISABLED_TRAIT})
         cursor.execute('SELECT name FROM traits')

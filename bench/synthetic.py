@@ -7,7 +7,10 @@ scheduler would read from its databases (for Nova's code). The mix aims at a
 real region: several host sizes, usage from empty to nearly full, CPU and
 hardware traits, a few hosts with nested providers (NUMA-less SR-IOV PFs with
 bandwidth, vGPU), availability-zone and weighting aggregates, a few disabled or
-down compute services.
+down compute services. ``make_cloud(..., nested=True)`` gives about a quarter
+more of the hosts nested trees as Nova would report them (:func:`_nest`): NUMA
+nodes holding PCPU and MEMORY_MB, PCI devices tracked in Placement, pGPUs of
+several vGPU types.
 """
 from __future__ import annotations
 
@@ -31,6 +34,17 @@ _CPU_TRAITS = ('HW_CPU_X86_AVX', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE42', 'HW_CPU_
 _EXTRA_TRAITS = ('COMPUTE_NET_ATTACH_INTERFACE', 'COMPUTE_VOLUME_MULTI_ATTACH',
                  'COMPUTE_IMAGE_TYPE_QCOW2', 'COMPUTE_IMAGE_TYPE_RAW', 'COMPUTE_TRUSTED_CERTS',
                  'HW_CPU_X86_SVM', 'CUSTOM_GOLD')
+#: ``nested=True``: of the hosts without children, the share made NUMA-in-Placement
+#: hosts, PCI-in-Placement hosts and vGPU hosts (about 26% of all hosts; with the
+#: SR-IOV and single-pGPU hosts every cloud has, about a third have nested trees).
+NUMA_SHARE, PCI_SHARE, VGPU_SHARE = 0.10, 0.09, 0.09
+NUMA_TRAIT = 'HW_NUMA_ROOT'
+#: Nova's PCI-in-Placement classes (CUSTOM_PCI_<vendor>_<product>) and its device trait.
+PCI_CLASSES = ('CUSTOM_PCI_10DE_2236', 'CUSTOM_PCI_8086_1572')
+PCI_TRAIT = 'COMPUTE_MANAGED_PCI_DEVICE'
+#: vGPU types (a pGPU holds VGPUs of one type, a trait on it) and how many one A10 holds.
+VGPU_TYPES = (('CUSTOM_NVIDIA_A10_8Q', 3), ('CUSTOM_NVIDIA_A10_4Q', 6),
+              ('CUSTOM_NVIDIA_A10_2Q', 12))
 CELL_UUID = '9a1e0c1b-0d9c-4f5a-9f5e-2b8f4f1c2a11'
 
 
@@ -136,9 +150,54 @@ class SyntheticCloud:
         }
 
 
+def _nest(rng: random.Random, root: SyntheticProvider,
+          fill: float) -> list[SyntheticProvider]:
+    """Maybe a nested tree under ``root`` (its children; ``root``'s inventory changed in
+    place), as Nova reports one, filled like the host (``fill``):
+
+    - NUMA in Placement: two NUMA nodes (trait HW_NUMA_ROOT) each holding half the
+      host's MEMORY_MB and a quarter of its CPUs as PCPU; the root keeps DISK_GB and
+      the other half of the CPUs as VCPU (the shared ones);
+    - PCI in Placement: four to eight devices, one each of a CUSTOM_PCI_<vendor>_<product>
+      class (inventory 1), trait COMPUTE_MANAGED_PCI_DEVICE;
+    - vGPU: two to four pGPUs, each VGPUs of one type (a CUSTOM_NVIDIA_A10_* trait).
+
+    Devices (PCI, vGPU) are filled to half the host's share: few per host, they would
+    otherwise run out long before the memory the benchmarks fill towards.
+    """
+    roll = rng.random()
+    name, inv = root.name, root.inventory
+    children = []
+    if roll < NUMA_SHARE:
+        vcpus, _, cpu_ratio, _ = inv['VCPU']
+        memory_mb, _, ram_ratio, _ = inv.pop('MEMORY_MB')
+        inv.pop('PCPU', None)
+        inv['VCPU'] = (vcpus // 2, 0, cpu_ratio, int(vcpus // 2 * cpu_ratio * fill))
+        for node in range(2):
+            pcpu, mem, reserved = vcpus // 4, memory_mb // 2, 2048
+            children.append(SyntheticProvider(
+                _uuid(rng), f'{name}_NUMA{node}', root.uuid, root.uuid,
+                {'PCPU': (pcpu, 0, 1.0, int(pcpu * fill)),
+                 'MEMORY_MB': (mem, reserved, ram_ratio, int((mem - reserved) * ram_ratio * fill))},
+                [NUMA_TRAIT]))
+    elif roll < NUMA_SHARE + PCI_SHARE:
+        rc = rng.choice(PCI_CLASSES)
+        for dev in range(rng.randint(4, 8)):
+            children.append(SyntheticProvider(
+                _uuid(rng), f'{name}_0000:{0x3b + dev:02x}:00.0', root.uuid, root.uuid,
+                {rc: (1, 0, 1.0, int(rng.random() < fill / 2))}, [PCI_TRAIT]))
+    elif roll < NUMA_SHARE + PCI_SHARE + VGPU_SHARE:
+        for gpu in range(rng.randint(2, 4)):
+            trait, total = rng.choice(VGPU_TYPES)
+            children.append(SyntheticProvider(
+                _uuid(rng), f'{name}_pci_0000_{0x3b + gpu:02x}_00_0', root.uuid, root.uuid,
+                {'VGPU': (total, 0, 1.0, int(total * fill / 2))}, [trait]))
+    return children
+
+
 def make_cloud(n_hosts: int, *, seed: int = 20261122,
                now: datetime.datetime | None = None,
-               fill_mean: float | None = None) -> SyntheticCloud:
+               fill_mean: float | None = None, nested: bool = False) -> SyntheticCloud:
     """``n_hosts`` compute hosts; same seed and size, same cloud (heartbeats are
     relative to ``now``, by default the wall clock, so that liveness checks see
     the same up and down hosts whenever the benchmark runs).
@@ -146,6 +205,9 @@ def make_cloud(n_hosts: int, *, seed: int = 20261122,
     Each host is filled to a share of its capacity drawn from a beta distribution:
     by default most hosts half full, some nearly full or empty (mean 0.4); with
     ``fill_mean``, around that mean (beta(10m, 10(1-m)): a spread of about 0.1).
+
+    ``nested``: some of the hosts without children get nested trees (:func:`_nest`);
+    the other hosts are drawn as without it, so off is the cloud it always was.
     """
     now = now or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     rng = random.Random(seed * 1_000_003 + n_hosts)
@@ -187,6 +249,8 @@ def make_cloud(n_hosts: int, *, seed: int = 20261122,
             children.append(SyntheticProvider(
                 u, f'{name}_pci_0000_3b_00_0', root_uuid, root_uuid,
                 {'VGPU': (16, 0, 1.0, rng.randrange(17))}, ['CUSTOM_NVIDIA_A10']))
+        if nested and not children:
+            children = _nest(rng, root, fill)
         down = rng.random() < 0.005
         last_seen = now - datetime.timedelta(seconds=rng.randrange(3600, 7200) if down
                                              else rng.randrange(0, 50))

@@ -37,11 +37,25 @@ after each; those of 5 and 6 at the end.
 ``--view-only`` runs phases 4, 5 and 7 alone (then memory and read-back): a few
 minutes a size, to compare two versions of the spread or the view on refused
 claims; the targets that need a ceiling are then not checked.
+
+``--nested`` (``tox -e bench -- --view N --nested-workload``) seeds a cloud with
+nested trees (bench.synthetic ``nested=True``: NUMA nodes holding PCPU and
+MEMORY_MB, PCI devices tracked in Placement, pGPUs of several vGPU types) and mixes
+:data:`NESTED_KINDS` into the workload (:data:`NESTED_SHARE` of the requests, Nova
+flavor extra specs with granular groups); the service then serves its metrics, and
+phases 4, 5 and 7 add rows on the GET /allocation_candidates the nested kinds sent
+(from Placement's log, by kind), who answered the workload's queries and why
+(``scheduler_provider_view_queries_total``), and each kind's requests placed or
+refused (NoValidHost). The ceilings claim nested allocations too (phase 2 the
+candidate's whole allocation request, phase 3 :meth:`Kind.allocation`), and the
+regret samples (phase 6) draw from the same mix: the reference asks Placement the
+same granular query, whole.
 """
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import threading
@@ -56,6 +70,7 @@ from typing import Any
 from bench import cpu, deploy
 from bench.e2e import SERVICE_MICROVERSION, _closed_loop, _Phase, _phase_note, claim_first_of
 from bench.report import Row, render, write_json
+from bench.synthetic import SyntheticHost, SyntheticProvider
 from scheduler.conf.scheduler import nova_opts
 from scheduler.simulate.workload import FLAVORS, BootRequest, FlavorDef
 from tests.fixtures.postgres_placement import POSTGRES_URL
@@ -96,30 +111,130 @@ TRAIT = 'HW_CPU_X86_AVX2'
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of request of the workload: a flavor, maybe a required trait."""
+    """One kind of request of the workload: a flavor, maybe a required trait, maybe
+    flavor extra specs (the nested kinds' granular groups)."""
 
     flavor: FlavorDef
     trait: str | None
+    extra_specs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.flavor.name + (f' +{self.trait}' if self.trait else '')
+
+    @property
+    def nested(self) -> bool:
+        return bool(self.extra_specs)
 
     @property
     def resources(self) -> dict[str, int]:
-        return {'VCPU': self.flavor.vcpus, 'MEMORY_MB': self.flavor.memory_mb,
-                'DISK_GB': self.flavor.root_gb}
+        """The unsuffixed group (Nova: the flavor's classes no group mentions, zeros gone)."""
+        specs = dict(self.extra_specs)
+        mentioned = {key.split(':', 1)[1] for key in specs if key.startswith('resources')}
+        flavor = {'VCPU': self.flavor.vcpus, 'MEMORY_MB': self.flavor.memory_mb,
+                  'DISK_GB': self.flavor.root_gb}
+        if 'PCPU' in mentioned:
+            mentioned.add('VCPU')
+        return {rc: n for rc, n in flavor.items() if rc not in mentioned and n}
+
+    @property
+    def groups(self) -> list[tuple[dict[str, int], set[str]]]:
+        """The granular groups: (resources, required traits) per suffix."""
+        found: dict[str, tuple[dict[str, int], set[str]]] = {}
+        for key, value in self.extra_specs:
+            prefix, _, name = key.partition(':')
+            for word in ('resources', 'trait'):
+                suffix = prefix[len(word):]
+                if prefix.startswith(word) and suffix.isdigit():
+                    resources, traits = found.setdefault(suffix, ({}, set()))
+                    if word == 'resources':
+                        resources[name] = int(value)
+                    elif value == 'required':
+                        traits.add(name)
+        return [found[s] for s in sorted(found)]
+
+    def allocation(self, host: SyntheticHost) -> dict[str, dict[str, int]] | None:
+        """An allocation of this kind on ``host`` in the seeded cloud (its usage as
+        seeded): the unsuffixed group from the root, each granular group from a child
+        of its own; None when none (simpler than Placement: the PUT-only ceiling's)."""
+        def fits(p: SyntheticProvider, resources: dict[str, int], traits: set[str]) -> bool:
+            return traits <= set(p.traits) and all(
+                rc in p.inventory and p.capacity(rc) - p.inventory[rc][3] >= n
+                for rc, n in resources.items())
+
+        if host.disabled or not fits(host.root, self.resources,
+                                     {self.trait} if self.trait else set()):
+            return None
+        allocation = {host.root.uuid: dict(self.resources)}
+        for resources, traits in self.groups:
+            child = next((c for c in host.children
+                          if c.uuid not in allocation and fits(c, resources, traits)), None)
+            if child is None:
+                return None
+            allocation[child.uuid] = dict(resources)
+        return {rp: r for rp, r in allocation.items() if r}
 
     def boot(self, request_id: str, instance_uuid: str) -> BootRequest:
         return BootRequest(index=0, flavor=self.flavor,
                            required_traits=(self.trait,) if self.trait else (),
                            instance_uuids=(instance_uuid,), project_id=deploy.PROJECT_ID,
-                           request_id=request_id)
+                           request_id=request_id, extra_specs=dict(self.extra_specs))
 
 
 KINDS: tuple[tuple[Kind, float], ...] = tuple(
     (Kind(f, trait), f.weight * (TRAIT_SHARE if trait else 1 - TRAIT_SHARE))
     for f in FLAVORS for trait in (None, TRAIT))
 
+#: ``--nested``: the share of requests of the nested kinds below.
+NESTED_SHARE = 0.3
+#: Nova flavors for nested trees (bench.synthetic's ``nested=True`` cloud), each its
+#: share of the nested requests. Granular groups, as Nova's flavor extra specs say
+#: them: a vGPU of a type (the type's trait in the VGPU's group, not the unsuffixed
+#: one, which would ask it of the root); two on different pGPUs (group_policy=isolate);
+#: pinned CPUs and their memory from one NUMA node (``resources:VCPU=0`` and
+#: ``resources:MEMORY_MB=0`` take those out of the unsuffixed group, as Nova does;
+#: DISK_GB stays there, the root's); a PCI device tracked in Placement asked by its
+#: class (a pci alias would make the service ask Placement: its PCI filter reads the
+#: computes' PCI pools).
+NESTED_KINDS: tuple[tuple[Kind, float], ...] = (
+    (Kind(FlavorDef('g1.a10-8q', 20, vcpus=4, memory_mb=8192, root_gb=40, weight=0), None,
+          (('resources1:VGPU', '1'), ('trait1:CUSTOM_NVIDIA_A10_8Q', 'required'))), 0.25),
+    (Kind(FlavorDef('g1.2xa10-4q', 21, vcpus=8, memory_mb=16384, root_gb=80, weight=0), None,
+          (('resources1:VGPU', '1'), ('trait1:CUSTOM_NVIDIA_A10_4Q', 'required'),
+           ('resources2:VGPU', '1'), ('trait2:CUSTOM_NVIDIA_A10_4Q', 'required'),
+           ('group_policy', 'isolate'))), 0.10),
+    (Kind(FlavorDef('c1.numa-pinned', 22, vcpus=2, memory_mb=4096, root_gb=20, weight=0),
+          None, (('resources1:PCPU', '2'), ('resources1:MEMORY_MB', '4096'),
+                 ('trait1:HW_NUMA_ROOT', 'required'),
+                 ('resources:VCPU', '0'), ('resources:MEMORY_MB', '0'))), 0.35),
+    (Kind(FlavorDef('p1.pci-10de-2236', 23, vcpus=8, memory_mb=16384, root_gb=80, weight=0),
+          None, (('resources1:CUSTOM_PCI_10DE_2236', '1'),)), 0.30),
+)
 
-def pick(rng: random.Random) -> Kind:
-    return rng.choices([k for k, _ in KINDS], weights=[w for _, w in KINDS])[0]
+
+def kinds_for(nested: bool) -> tuple[tuple[Kind, float], ...]:
+    """The workload's kinds and weights: :data:`KINDS`, with ``nested`` also the nested
+    kinds, :data:`NESTED_SHARE` of the requests."""
+    if not nested:
+        return KINDS
+    flat = sum(w for _, w in KINDS)
+    scale = flat * NESTED_SHARE / (1 - NESTED_SHARE)
+    return KINDS + tuple((k, share * scale) for k, share in NESTED_KINDS)
+
+
+def pick(rng: random.Random, kinds: tuple[tuple[Kind, float], ...] = KINDS) -> Kind:
+    return rng.choices([k for k, _ in kinds], weights=[w for _, w in kinds])[0]
+
+
+def query_kind(query: str, kinds: tuple[tuple[Kind, float], ...]) -> str:
+    """Which nested kind a ``GET /allocation_candidates`` query string is of ('flat'
+    when it has no granular group): the classes and traits of its granular groups."""
+    for kind, _ in kinds:
+        marks = [rc for resources, traits in kind.groups for rc in [*resources, *traits]]
+        if kind.nested and all(m in query for m in marks) and (
+                ('resources2' in query) == (len(kind.groups) > 1)):
+            return kind.name
+    return 'flat' if 'resources1' not in query else 'other nested'
 
 
 class _Rngs:
@@ -174,21 +289,60 @@ class _Refusals:
                        concurrent=text.count('Exceeded retry limit'))
 
 
-def _service_decide(client: Any, rngs: _Rngs, kinds: Counter | None = None
-                    ) -> Callable[[], str]:
+def _service_decide(client: Any, rngs: _Rngs, kinds: tuple[tuple[Kind, float], ...] = KINDS,
+                    outcomes: Counter | None = None) -> Callable[[], str]:
+    """One request of the workload; with ``outcomes``, (kind's name, 'placed' |
+    'NoValidHost' | 'other error') counted."""
     def decide() -> str:
-        kind = pick(rngs.get())
-        if kinds is not None:
-            kinds[kind] += 1
+        kind = pick(rngs.get(), kinds)
         rid, consumer = deploy.new_request_id(), str(uuidlib.uuid4())
         boot = kind.boot(rid, consumer)
         spec, uuids = boot.to_rpc()
-        result = client.select_destinations(boot.context(), spec, uuids,
-                                            return_objects=True, return_alternates=True)
-        if len(result) != 1 or not result[0]:
-            raise RuntimeError(f'malformed answer {result!r}')
+        try:
+            result = client.select_destinations(boot.context(), spec, uuids,
+                                                return_objects=True, return_alternates=True)
+            if len(result) != 1 or not result[0]:
+                raise RuntimeError(f'malformed answer {result!r}')
+        except Exception as e:
+            if outcomes is not None:
+                outcomes[kind.name, 'NoValidHost' if 'NoValidHost' in f'{type(e).__name__}: {e}'
+                         else 'other error'] += 1
+            raise
+        if outcomes is not None:
+            outcomes[kind.name, 'placed'] += 1
         return consumer
     return decide
+
+
+_VIEW_QUERIES = re.compile(
+    r'^scheduler_provider_view_queries_total\{answer="([^"]*)",why="([^"]*)"\}$')
+#: A worker's log line naming its /metrics (``metrics_listen`` port 0: the kernel's choice).
+_METRICS_AT = re.compile(r'^\S+ \S+ (\d+) INFO scheduler\.metrics_server .* metrics on (\S+)$',
+                         re.MULTILINE)
+#: ``--nested``: every worker serves its metrics on a port of the kernel's choosing (one
+#: chosen port + the worker's index may be taken on a busy machine).
+METRICS_CONFIG = '[scheduler]\nmetrics_listen = 127.0.0.1:0\n'
+
+
+def _view_queries(svc: Any) -> Counter:
+    """(answer, why) -> candidate queries so far, summed over the service's workers (each
+    its own /metrics, as its log names it)."""
+    counts: Counter = Counter()
+    if svc is None:
+        return counts
+    urls = dict(_METRICS_AT.findall(svc.process.output()))
+    for pid in svc.worker_pids():
+        if str(pid) not in urls:
+            continue
+        try:
+            values = deploy.scrape(urls[str(pid)])
+        except Exception:  # noqa: BLE001 - a worker not answering: counted as none
+            continue
+        for name, value in values.items():
+            found = _VIEW_QUERIES.match(name)
+            if found:
+                counts[found.group(1), found.group(2)] += int(value)
+    return counts
 
 
 def _session(local: threading.local) -> Any:
@@ -202,12 +356,13 @@ def _session(local: threading.local) -> Any:
     return session
 
 
-def _claim(session: Any, dep: deploy.Deployment, roots: list[str],
-           resources: dict[str, int], rng: random.Random) -> str:
-    """A random one of ``roots`` claimed for a new consumer, up to two others after a
-    409 (as a scheduler retries); the consumer's uuid."""
-    return claim_first_of(session, dep, [{'allocations': {root: {'resources': resources}}}
-                                         for root in rng.sample(roots, min(3, len(roots)))])
+def _claim(session: Any, dep: deploy.Deployment, fits: list[dict[str, dict[str, int]]],
+           rng: random.Random) -> str:
+    """A random one of ``fits`` (allocations: provider -> resources) claimed for a new
+    consumer, up to two others after a 409 (as a scheduler retries); the consumer's uuid."""
+    return claim_first_of(session, dep, [
+        {'allocations': {rp: {'resources': r} for rp, r in allocation.items()}}
+        for allocation in rng.sample(fits, min(3, len(fits)))])
 
 
 def _get_put_phase(dep: deploy.Deployment, queries: list[str], clients: int, seconds: float,
@@ -224,9 +379,9 @@ def _get_put_phase(dep: deploy.Deployment, queries: list[str], clients: int, sec
         requests_ = response.json()['allocation_requests']
         if not requests_:
             raise RuntimeError('no candidate')
-        request = rng.choice(requests_)
-        [(root, allocation)] = request['allocations'].items()
-        return _claim(session, dep, [root], allocation['resources'], rng)
+        # The whole allocation request: a nested one spans a root and its children.
+        return claim_first_of(session, dep,
+                              [{'allocations': rng.choice(requests_)['allocations']}])
 
     log.skip_to_end()
     phase = _closed_loop(clients, seconds, warmup, decide)
@@ -236,31 +391,29 @@ def _get_put_phase(dep: deploy.Deployment, queries: list[str], clients: int, sec
     return phase, _statuses(calls), gets
 
 
-def _fitting_roots(dep: deploy.Deployment) -> dict[Kind, list[str]]:
-    """Per kind, the enabled hosts whose root fits it in the seeded cloud."""
-    fits: dict[Kind, list[str]] = {}
-    for kind, _ in KINDS:
-        fits[kind] = [
-            h.root.uuid for h in dep.cloud.hosts
-            if not h.disabled and (kind.trait is None or kind.trait in h.root.traits)
-            and all(rc in h.root.inventory
-                    and h.root.capacity(rc) - h.root.inventory[rc][3] >= amount
-                    for rc, amount in kind.resources.items())]
+def _fitting(dep: deploy.Deployment, kinds: tuple[tuple[Kind, float], ...]
+             ) -> dict[Kind, list[dict[str, dict[str, int]]]]:
+    """Per kind, an allocation on each enabled host that fits it in the seeded cloud
+    (:meth:`Kind.allocation`)."""
+    fits: dict[Kind, list[dict[str, dict[str, int]]]] = {}
+    for kind, _ in kinds:
+        fits[kind] = [a for a in (kind.allocation(h) for h in dep.cloud.hosts) if a]
     return fits
 
 
 def _put_only_phase(dep: deploy.Deployment, clients: int, seconds: float, warmup: float,
-                    seed: int) -> tuple[_Phase, Counter]:
+                    seed: int, kinds: tuple[tuple[Kind, float], ...] = KINDS
+                    ) -> tuple[_Phase, Counter]:
     """Phase 3: claims of random hosts that fit, no query."""
-    fits = _fitting_roots(dep)
+    fits = _fitting(dep, kinds)
     log = dep.access_log()
     local = threading.local()
     rngs = _Rngs(seed)
 
     def decide() -> str:
         rng = rngs.get()
-        kind = pick(rng)
-        return _claim(_session(local), dep, fits[kind], kind.resources, rng)
+        kind = pick(rng, kinds)
+        return _claim(_session(local), dep, fits[kind], rng)
 
     log.skip_to_end()
     phase = _closed_loop(clients, seconds, warmup, decide)
@@ -270,17 +423,16 @@ def _put_only_phase(dep: deploy.Deployment, clients: int, seconds: float, warmup
 
 
 def _fill(dep: deploy.Deployment) -> dict[str, float]:
-    """Per class, the share of the roots' capacity allocated (read from Placement's
-    database)."""
+    """Per class, the share of the providers' capacity allocated (read from Placement's
+    database; a NUMA node's MEMORY_MB is its host's)."""
     rows = deploy.select(
         dep.placement,
         'SELECT c.name, SUM(COALESCE(u.used, 0)), '
         'SUM((i.total - i.reserved) * i.allocation_ratio) '
         'FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id '
-        'JOIN resource_providers p ON p.id = i.resource_provider_id '
         f'LEFT JOIN ({_USAGE}) u ON u.resource_provider_id = i.resource_provider_id '
         'AND u.resource_class_id = i.resource_class_id '
-        "WHERE p.parent_provider_id IS NULL AND c.name IN ('VCPU', 'MEMORY_MB', 'DISK_GB') "
+        "WHERE c.name IN ('VCPU', 'MEMORY_MB', 'DISK_GB') "
         'GROUP BY c.name')
     return {rc: float(used) / float(capacity) for rc, used, capacity in rows}
 
@@ -316,7 +468,8 @@ def _peak_rss_mb(pids: list[int]) -> list[float]:
 
 
 def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int,
-                    seed: int) -> tuple[list[Any], list[str], Counter]:
+                    seed: int, kinds: tuple[tuple[Kind, float], ...] = KINDS
+                    ) -> tuple[list[Any], list[str], Counter]:
     """Phase 6: requests one at a time, each weighed against a fresh whole query; the
     samples (bench.regret.Regret), the consumers claimed, and why a sample was lost
     (the reference's query failed: counted, the others go on)."""
@@ -328,7 +481,7 @@ def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int
     samples, consumers, lost = [], [], Counter()
     try:
         for _ in range(count):
-            kind = pick(rng)
+            kind = pick(rng, kinds)
             rid, consumer = deploy.new_request_id(), str(uuidlib.uuid4())
             boot = kind.boot(rid, consumer)
             context = RequestContext(project_id=deploy.PROJECT_ID, user_id=deploy.USER_ID,
@@ -373,6 +526,10 @@ class Options:
     #: claims, memory and read-back: a few minutes a size, to compare changes to
     #: the spread or the view; no ceiling, no target but refusals and read-back.
     view_only: bool = False
+    #: A cloud with nested trees (bench.synthetic ``nested=True``) and a workload that
+    #: mixes the nested kinds in (:func:`kinds_for`); rows on what went to Placement
+    #: for them and how each kind was answered.
+    nested: bool = False
 
 
 def start_fill_for(providers: int, opts: Options) -> float:
@@ -381,10 +538,12 @@ def start_fill_for(providers: int, opts: Options) -> float:
     which is where concurrent schedulers meet on the hosts left."""
     from bench.synthetic import make_cloud
 
-    cloud = make_cloud(providers)
-    capacity = sum(h.root.capacity('MEMORY_MB') for h in cloud.hosts)
-    mean_flavor = (sum(k.flavor.memory_mb * w for k, w in KINDS)
-                   / sum(w for _, w in KINDS))
+    cloud = make_cloud(providers, nested=opts.nested)
+    capacity = sum(p.capacity('MEMORY_MB') for h in cloud.hosts for p in h.providers
+                   if 'MEMORY_MB' in p.inventory)
+    kinds = kinds_for(opts.nested)
+    mean_flavor = (sum(k.flavor.memory_mb * w for k, w in kinds)
+                   / sum(w for _, w in kinds))
     to_place = EXPECTED_RATE * opts.fill_seconds * mean_flavor
     return round(max(0.3, opts.fill_to - to_place / capacity), 4)
 
@@ -402,6 +561,7 @@ class _Run:
     def __init__(self, dep: deploy.Deployment, opts: Options):
         self.dep, self.opts = dep, opts
         self.n = len(dep.cloud.hosts)
+        self.kinds = kinds_for(opts.nested)
         self.rows: list[Row] = []
         self.log = dep.access_log()
         self.refusals = _Refusals(dep)
@@ -416,7 +576,8 @@ class _Run:
         return deploy.scheduler_service(self.dep.workdir, placement_url=self.dep.url,
                                         workers=self.opts.workers,
                                         hosts_file=self.dep.hosts_file(),
-                                        extra_config=extra_config)
+                                        extra_config=(METRICS_CONFIG if self.opts.nested
+                                                      else '') + extra_config)
 
     def fresh(self) -> None:
         """Before a phase: a database without the dead rows of the ones before, and
@@ -435,7 +596,7 @@ class _Run:
                           ) as (svc, tr):
             client = SchedulerClient(tr, topic=svc.topic, timeout=600)
             phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
-                                 _service_decide(client, _Rngs(opts.seed)))
+                                 _service_decide(client, _Rngs(opts.seed), self.kinds))
         calls = self.log.read_new()
         deploy.delete_consumers(self.dep.url, phase.consumers)
         self.row(f'{opts.workers} workers, a query per request', phase.rate, unit='req/s',
@@ -457,33 +618,40 @@ class _Run:
                  + f'; GET /allocation_candidates p50 {get_p50 * 1000:.0f} ms')
         self.fresh()
         claim_ceiling, statuses = _put_only_phase(self.dep, opts.clients, opts.seconds,
-                                                  opts.warmup, opts.seed)
+                                                  opts.warmup, opts.seed, self.kinds)
         self.row('Placement ceiling, PUT only (an arbiter)', claim_ceiling.rate, unit='req/s',
                  note=_phase_note(claim_ceiling, statuses, opts.clients))
         return query_ceiling, claim_ceiling, get_p50
 
     # 4. --------------------------------------------------------------------------
-    def view_window(self, client: Any, label: str = 'provider view'
+    def view_window(self, client: Any, label: str = 'provider view', svc: Any = None
                     ) -> tuple[_Phase, Counter, Counter]:
         opts = self.opts
         self.fresh()
+        outcomes: Counter = Counter()
+        asked = _view_queries(svc)
         before, started = cpu.sample(), time.monotonic()
         phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
-                             _service_decide(client, _Rngs(opts.seed)))
+                             _service_decide(client, _Rngs(opts.seed), self.kinds, outcomes))
         cores = cpu.used_between(before, cpu.sample(), time.monotonic() - started)
-        statuses, refusals = _statuses(self.log.read_new()), self.refusals.read()
+        calls = self.log.read_new()
+        statuses, refusals = _statuses(calls), self.refusals.read()
         deploy.delete_consumers(self.dep.url, phase.consumers)
         self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
                  + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
+        if opts.nested:
+            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(svc) - asked)
         return phase, statuses, refusals
 
     # 5. --------------------------------------------------------------------------
-    def view_fill(self, client: Any) -> _Phase:
+    def view_fill(self, client: Any, svc: Any = None) -> _Phase:
         opts, dep = self.opts, self.dep
         self.fresh()
+        outcomes: Counter = Counter()
+        asked = _view_queries(svc)
         phase = _closed_loop(opts.clients, opts.fill_seconds, 0.0,
-                             _service_decide(client, _Rngs(opts.seed + 1)),
+                             _service_decide(client, _Rngs(opts.seed + 1), self.kinds, outcomes),
                              until=lambda: _fill(dep)['MEMORY_MB'] >= opts.fill_to)
         end_fill = _fill(dep)
         calls = self.log.read_new()
@@ -505,13 +673,40 @@ class _Run:
                  note=(f'{gets} GET /allocation_candidates for about {answered} requests '
                        f'({gets / answered:.1%}): none fits in the view, or it could not '
                        f'be read') if answered else 'no request answered')
+        if opts.nested:
+            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(svc) - asked)
         return phase
+
+    def nested_rows(self, label: str, calls: list[deploy.PlacementCall], outcomes: Counter,
+                    asked: Counter) -> None:
+        """``--nested``: the GET /allocation_candidates the nested kinds sent (from
+        Placement's log, by kind), who answered the whole workload's queries and why
+        (the service's metric), and each kind's requests placed or refused."""
+        gets = Counter(query_kind(c.query, self.kinds) for c in calls if c.kind == 'GET a_c')
+        nested = sum(v for k, v in gets.items() if k != 'flat')
+        by_view = sum(v for (answer, _), v in asked.items() if answer == 'view')
+        to_placement = {why or '(none)': v for (answer, why), v in sorted(asked.items())
+                        if answer == 'placement' and v}
+        self.row(f'{label}nested kinds: GET /allocation_candidates sent', nested, unit='n',
+                 note=(', '.join(f'{k} {v}' for k, v in sorted(gets.items()) if k != 'flat')
+                       or 'none') + f'; the whole workload (flat kinds too): {by_view} '
+                      f'queries answered by the view, {sum(to_placement.values())} by '
+                      f'Placement' + (f' ({to_placement})' if to_placement else '')
+                      + f'; {gets.get("flat", 0)} GETs of flat kinds')
+        names = [k.name for k, _ in self.kinds]
+        placed = sum(outcomes[k.name, 'placed'] for k, _ in self.kinds if k.nested)
+        refused = sum(outcomes[k.name, 'NoValidHost'] for k, _ in self.kinds if k.nested)
+        self.row(f'{label}nested kinds: placed', placed, unit='n',
+                 note=f'NoValidHost {refused}; per kind placed/NoValidHost/other: ' + ', '.join(
+                     f'{n} {outcomes[n, "placed"]}/{outcomes[n, "NoValidHost"]}/'
+                     f'{outcomes[n, "other error"]}' for n in names))
 
     # 6. --------------------------------------------------------------------------
     def regret(self, client: Any, config: Any) -> list[str]:
         opts = self.opts
         samples, consumers, lost = _regret_samples(self.dep, client, config,
-                                                   opts.regret_samples, opts.seed + 2)
+                                                   opts.regret_samples, opts.seed + 2,
+                                                   self.kinds)
         shares = [s.share for s in samples if s.share is not None]
         outside = sum(1 for s in samples if s.share is None)
         mean = statistics.fmean(shares) if shares else float('nan')
@@ -555,7 +750,8 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
     """The rows of one size (see the module's doc)."""
     opts = opts or Options()
     start = opts.start_fill or start_fill_for(providers, opts)
-    with deploy.seeded_deployment(providers, direct=True, fill_mean=start) as dep:
+    with deploy.seeded_deployment(providers, direct=True, fill_mean=start,
+                                  nested=opts.nested) as dep:
         run = _Run(dep, opts)
         run.row('seed Placement (setup)', dep.seed_seconds, unit='s',
                 note=f'straight into its tables; {dep.usage_consumers} usage consumers; '
@@ -584,12 +780,12 @@ def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
     dep, opts = run.dep, run.opts
     with run.service(_view_config(dep, opts)) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)
-        viewed, statuses, refusals = run.view_window(client)
+        viewed, statuses, refusals = run.view_window(client, svc=svc)
         if claim_ceiling is not None and query_ceiling is not None:
             _targets(run, viewed, statuses, refusals, claim_ceiling, query_ceiling, get_p50)
         else:
             run.refused_rows('', statuses, refusals)
-        filling = run.view_fill(client)
+        filling = run.view_fill(client, svc)
         sampled = run.regret(client, svc.config) if claim_ceiling is not None else []
         peaks = _peak_rss_mb(svc.worker_pids())
         deploy.delete_consumers(dep.url, filling.consumers + sampled)
@@ -610,7 +806,8 @@ def _journal_baseline(run: _Run, viewed: _Phase) -> None:
     with run.service(_view_config(run.dep, run.opts) + '[claims_journal]\ndirectory =\n'
                      ) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)
-        baseline, _, _ = run.view_window(client, 'provider view, no claims journal (baseline)')
+        baseline, _, _ = run.view_window(client, 'provider view, no claims journal (baseline)',
+                                         svc=svc)
     ratio = viewed.rate / baseline.rate if baseline.rate else 0.0
     run.row('throughput with the claims journal / without', ratio, ratio=ratio, unit='x',
             note=f'p50 {_median(viewed.latencies) * 1000:.0f} ms with, '
@@ -719,6 +916,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f'cannot run: {e}', file=sys.stderr)
         return 2
     print(render(rows))
+    if opts.nested:
+        # What went to Placement and why, and each kind's answers, are in the notes.
+        print('\nnotes:')
+        for r in rows:
+            if r.note:
+                print(f'- {r.name} (N={r.n}): {r.note}')
     print()
     print(curve(rows))
     if args.json:

@@ -17,7 +17,7 @@ import requests
 
 from bench import deploy
 from bench.seed_sql import seed_cloud_sql
-from bench.synthetic import make_cloud
+from bench.synthetic import SyntheticCloud, make_cloud
 from tests.fixtures.postgres_placement import (
     PostgresPlacement,
     ServiceMissing,
@@ -73,8 +73,11 @@ def candidates(server: PostgresPlacement, query: str) -> tuple[list, dict]:
              for rp, summary in body['provider_summaries'].items()})
 
 
-def test_the_cloud_written_into_the_tables_is_the_cloud_written_through_the_api(tmp_path):
-    cloud = make_cloud(HOSTS, fill_mean=0.7)
+@contextlib.contextmanager
+def seeded_both_ways(tmp_path: pathlib.Path, cloud: SyntheticCloud
+                     ) -> Iterator[tuple[PostgresPlacement, PostgresPlacement]]:
+    """(through the API, straight into the tables), ``cloud`` seeded into each and found
+    the same: usage consumers, providers, trees, generations, inventories, traits, usages."""
     with placement(tmp_path / 'api') as through_api, placement(tmp_path / 'sql') as direct:
         consumers_api = deploy.seed_cloud(through_api.url, cloud)
         connection = deploy.connect(direct)
@@ -85,6 +88,12 @@ def test_the_cloud_written_into_the_tables_is_the_cloud_written_through_the_api(
 
         assert consumers_sql == consumers_api
         assert what_placement_says(direct) == what_placement_says(through_api)
+        yield through_api, direct
+
+
+def test_the_cloud_written_into_the_tables_is_the_cloud_written_through_the_api(tmp_path):
+    cloud = make_cloud(HOSTS, fill_mean=0.7)
+    with seeded_both_ways(tmp_path, cloud) as (through_api, direct):
         # No forbidden trait: Placement 16 on PostgreSQL answers one with HTTP 500 once
         # any provider has a parent (tests/functional/test_provider_view.py says more).
         for query in ('resources=VCPU:2,MEMORY_MB:4096,DISK_GB:40',
@@ -102,3 +111,25 @@ def test_the_cloud_written_into_the_tables_is_the_cloud_written_through_the_api(
                                      'user_id': deploy.USER_ID, 'consumer_generation': None})
             assert put.status_code == 204, put.text
         assert what_placement_says(direct)[rp] == what_placement_says(through_api)[rp]
+
+
+def test_a_cloud_with_nested_trees_written_into_the_tables_is_the_one_the_api_writes(tmp_path):
+    """NUMA nodes, PCI devices (a custom resource class) and pGPUs under their roots, and
+    the usage on them: what the API accepts (a usage consumer's allocations span roots
+    and children) is what the shortcut writes."""
+    # A seed whose 40 hosts hold every kind of tree (and pGPUs of the 8Q type).
+    cloud = make_cloud(HOSTS, fill_mean=0.7, nested=True, seed=2)
+    children = {rc for h in cloud.hosts for c in h.children for rc in c.inventory}
+    assert {'PCPU', 'MEMORY_MB', 'VGPU', 'CUSTOM_PCI_10DE_2236'} <= children, children
+    assert any(c.inventory[rc][3] for h in cloud.hosts for c in h.children for rc in c.inventory)
+    with seeded_both_ways(tmp_path, cloud) as (through_api, direct):
+        for query in ('resources=DISK_GB:20&resources1=PCPU:2,MEMORY_MB:4096'
+                      '&required1=HW_NUMA_ROOT',
+                      'resources=VCPU:2,MEMORY_MB:4096,DISK_GB:40&resources1=VGPU:1'
+                      '&required1=CUSTOM_NVIDIA_A10_8Q',
+                      'resources=VCPU:2,MEMORY_MB:4096,DISK_GB:40'
+                      '&resources1=CUSTOM_PCI_10DE_2236:1',
+                      'resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20'):
+            answer = candidates(direct, query)
+            assert answer == candidates(through_api, query), query
+            assert answer[0], query
