@@ -10,7 +10,9 @@
    real Placement (PostgreSQL, several workers), RabbitMQ and real service
    processes.
 5. The provider view against a query per request at 1,000, 10,000 and 50,000
-   providers (bench/view.py), its curve printed and drawn beside the JSON.
+   providers (bench/view.py), its curve printed and drawn beside the JSON; with
+   ``--nested-workload``, on a cloud with nested trees and a workload that mixes
+   vGPU, PCI and NUMA flavors in (bench/view.py ``--nested``).
 6. With ``--nested``: nested queries, the provider view against Placement's own
    GET /allocation_candidates on the same state, candidate-explosion trees
    included (bench/nested.py).
@@ -169,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
                         help='the provider view against a query per request at these '
                              'numbers of providers (bench/view.py; needs PostgreSQL and '
                              f'RabbitMQ; default {DEFAULT_VIEW_SIZES}; "" for none)')
+    parser.add_argument('--nested-workload', action='store_true',
+                        help='with --view: a cloud with nested trees and a workload that mixes '
+                             'vGPU, PCI-in-Placement and NUMA-in-Placement flavors in '
+                             '(bench/view.py --nested)')
     parser.add_argument('--output', default='bench-results.json')
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(',') if s.strip()] if args.sizes
@@ -201,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     view_rows: list[Row] = []
     if args.view:
         from bench import view
-        view_rows = view.run_all([int(n) for n in args.view.split(',') if n.strip()])
+        view_rows = view.run_all([int(n) for n in args.view.split(',') if n.strip()],
+                                 view.Options(nested=args.nested_workload))
         rows.extend(view_rows)
 
     print(render(rows))
