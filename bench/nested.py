@@ -99,7 +99,7 @@ KINDS = (('numa', 0.35), ('pci', 0.2), ('vgpu', 0.15), ('nic', 0.3))
 #: Usage of the eight children (VGPU total 2) of each explosion host in turn: room
 #: on four, five and six of them. Placement builds the product of every group's
 #: candidates, 4**6 + 5**6 + 6**6 combinations for six groups on the three (measured
-#: here: 2 to 3 s a GET; with room on all eight children, 8**6 on one tree, over
+#: here: 2 to 4 s a GET; with room on all eight children, 8**6 on one tree, over
 #: 45 s). Under isolate six groups fit on the third tree alone, five on the last
 #: two; without, five fit on all three (the first holds five units), six on two.
 EXPLOSION_USAGE = ((0, 1, 1, 2, 2, 2, 1, 2), (0, 0, 1, 1, 1, 2, 2, 2), (1,) * 6 + (2, 2))
