@@ -105,7 +105,8 @@ def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]],
     one, so that the answers spread over the tree's providers (a claim refused on
     one provider has an alternative elsewhere) instead of differing in the last
     slot only."""
-    if any(not c for c in candidates) or not _room_enough(rules, cloud, candidates):
+    if (any(not c for c in candidates) or not _distinct_enough(rules, candidates)
+            or not _room_enough(rules, cloud, candidates)):
         return []
     seen: set[tuple[int, ...]] = set()
     found = _Search(rules, cloud, candidates, 0, budget, touch).first(seen)
@@ -235,6 +236,19 @@ class _Search:
         # k slots with k providers each always find distinct ones (Hall's condition).
         return (all(len(o) >= len(granular) for o in granular)
                 or _distinct_providers(granular))
+
+
+def _distinct_enough(rules: Rules, candidates: Sequence[Sequence[int]]) -> bool:
+    """Under ``isolate``, whether the granular slots' candidates hold, in all, as many
+    providers as there are granular slots (the matching the search keeps finds
+    whether they can be told apart). Most trees of a cloud asked for two NUMA
+    cells have one provider to offer, the root: refused here, not after a search
+    is set up for them (70 µs a tree, 45 ms of a request at 1,000 hosts)."""
+    if not rules.isolate:
+        return True
+    granular = [rows for slot, rows in zip(rules.slots, candidates, strict=True)
+                if slot.granular]
+    return len(set().union(*granular)) >= len(granular)
 
 
 def _room_enough(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]]) -> bool:

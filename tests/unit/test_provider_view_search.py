@@ -98,6 +98,20 @@ def test_a_tree_with_too_little_room_in_all_is_refused_before_any_step():
                        limit=1, budget=0) == []
 
 
+def test_under_isolate_a_tree_with_fewer_providers_than_groups_is_refused_unsearched(
+        monkeypatch):
+    # Two NUMA-cell groups on a host without NUMA children: the root is the only
+    # provider either may take. Refused before a search is set up for the tree.
+    from scheduler.provider_view import search
+
+    host = Cloud(room={'MEMORY_MB': [8192]}, parent=[-1], has={})
+    cell = Slot('1', (('MEMORY_MB', 1024),), granular=True)
+    other = Slot('2', (('MEMORY_MB', 1024),), granular=True, twin=0)
+    monkeypatch.setattr(search, '_Search', None)
+
+    assert assignments(Rules((cell, other), isolate=True), host, [[0], [0]], limit=4) == []
+
+
 def test_a_search_that_cannot_settle_within_its_budget_says_so():
     # Six groups of two VGPUs and two of one, five devices with room for three
     # each: there is room in all (14 of 15), every group fits alone, but no device
