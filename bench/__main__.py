@@ -16,6 +16,8 @@
 6. With ``--nested``: nested queries, the provider view against Placement's own
    GET /allocation_candidates on the same state, candidate-explosion trees
    included (bench/nested.py).
+7. With ``--reads``: what one worker's reads of its provider view cost, worker
+   and database, by the size of the cloud (bench/reads.py).
 
 Prints one table and writes the rows to ``bench-results.json``.
 """
@@ -175,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                         help='with --view: a cloud with nested trees and a workload that mixes '
                              'vGPU, PCI-in-Placement and NUMA-in-Placement flavors in '
                              '(bench/view.py --nested)')
+    parser.add_argument('--reads', default='', metavar='N[,N...]',
+                        help='what a worker\'s reads of its provider view cost at these '
+                             'numbers of providers (bench/reads.py; needs PostgreSQL)')
     parser.add_argument('--output', default='bench-results.json')
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(',') if s.strip()] if args.sizes
@@ -211,8 +216,18 @@ def main(argv: list[str] | None = None) -> int:
                                  view.Options(nested=args.nested_workload))
         rows.extend(view_rows)
 
+    read_rows: list[Row] = []
+    if args.reads:
+        from bench import reads
+        read_rows = reads.run_all([int(n) for n in args.reads.split(',') if n.strip()])
+        rows.extend(read_rows)
+
     print(render(rows))
     write_json(rows, args.output)
+    if read_rows:
+        from bench import reads
+        print()
+        print(reads.notes(read_rows))
     if view_rows:
         from bench import plot, view
         print()

@@ -220,7 +220,7 @@ def run(providers: int, opts: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='python -m bench.reads', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--providers', default=','.join(map(str, DEFAULT_PROVIDERS)))
@@ -232,14 +232,28 @@ def main(argv: list[str] | None = None) -> int:
                              'provider_view_max_age, as a busy worker reads)')
     parser.add_argument('--seed', type=int, default=20261127)
     parser.add_argument('--json', help='also write the rows here')
-    opts = parser.parse_args(argv)
+    return parser
+
+
+def run_all(sizes: list[int], opts: argparse.Namespace | None = None) -> list[Row]:
+    """Every size's rows, with the command's defaults unless ``opts``."""
+    opts = opts or _parser().parse_args([])
     rows: list[Row] = []
-    for providers in (int(p) for p in opts.providers.split(',')):
+    for providers in sizes:
         rows.extend(run(providers, opts))
-        print(f'{providers:,} providers done', flush=True)
+        print(f'reads: {providers:,} providers done', file=sys.stderr, flush=True)
+    return rows
+
+
+def notes(rows: list[Row]) -> str:
+    return '\n'.join(f'{row.name}, {row.n:,} providers: {row.note}' for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = _parser().parse_args(argv)
+    rows = run_all([int(p) for p in opts.providers.split(',')], opts)
     print(render(rows))
-    for row in rows:
-        print(f'{row.name}, {row.n:,} providers: {row.note}')
+    print(notes(rows))
     if opts.json:
         write_json(rows, opts.json)
     return 0
