@@ -1,0 +1,565 @@
+"""What the host-data sources of a Nova cloud cost the provider view, side by side.
+
+``python -m bench.host_data --providers N[,N...] [--seconds S]`` (also ``python -m
+bench --host-data N[,N...]``): per size, the synthetic cloud seeded straight into
+Placement's tables (``deploy.seeded_deployment(n, direct=True)``), and beside it
+
+* a stand-in compute API (:class:`PreSerialisedNova`, tests.fixtures.fake_nova's
+  FakeNova with every answer serialised once) in a process of its own, holding
+  that cloud's compute services, hypervisors and aggregates in Nova's API shapes
+  (microversion 2.87, tests.fixtures.nova_api_samples). It times each answer
+  itself (from the request read to the last byte written) and serves those
+  totals on ``GET /_stats``;
+* a cell database on the machine's PostgreSQL: Nova's ``compute_nodes`` table
+  (tests.fixtures.cell_databases' schema) with one row per compute, a NUMA
+  topology on a fifth of them and PCI pools on a tenth, ``deleted = 0``.
+
+Then, on the same seeded Placement, with bench.view's workers, clients, workload
+and provider view (``_view_config``), one service per phase, all started at once
+and each warmed up for ``warmup`` seconds:
+
+a. ``baseline``: the hosts file only, as bench.view runs the service;
+b. ``nova``: ``[nova]`` at its defaults (``sync_interval`` 60,
+   ``service_state_max_age`` 0: a ``GET /os-services?binary=nova-compute`` before
+   every request, shared by the requests of a worker waiting for it);
+c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
+d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
+   sync only (``--no-periodic-only`` leaves it out).
+
+The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
+b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
+drifts over minutes, weighs on all of them alike; the claims of each slice are
+deleted after it. The idle services' periodic syncs run meanwhile (a load every
+slice shares).
+The hosts file stays configured in every phase, so that only the sources added
+differ. Each phase's rows: throughput, p50 and p99, errors (NoValidHost apart),
+the GETs of ``/os-services`` per request and the stand-in's own time for them.
+No metric of the service times its wait for the services' state (it happens
+before the ``host_states`` stage), so that wait shows only as the latency it adds
+to the baseline's. Before the phases, the stand-in's ``GET /os-services`` and the
+cell database's whole ``SELECT`` are timed alone (what each source costs by itself).
+
+The stand-in is not a calibrated nova-api: nova-api builds that answer from its
+services table and the servicegroup driver, per cell; this one writes bytes it
+serialised once. Its cost is the least such a read can cost.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import pathlib
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid as uuidlib
+from collections import Counter
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from bench import cpu, deploy
+from bench.e2e import _closed_loop, _Phase
+from bench.report import Row, render, write_json
+from bench.synthetic import CELL_UUID, SyntheticCloud
+from bench.view import (
+    DEFAULT_CLIENTS,
+    DEFAULT_WORKERS,
+    Options,
+    _Rngs,
+    _service_decide,
+    _view_config,
+)
+from tests.fixtures import nova_api_samples as samples
+from tests.fixtures.fake_nova import TOKEN, FakeNova
+
+DEFAULT_PROVIDERS = (1000,)
+DEFAULT_SECONDS = 30.0
+DEFAULT_WARMUP = 5.0
+DEFAULT_SLICE = 10.0
+#: Shares of the cell database's rows with a NUMA topology, with PCI pools.
+NUMA_SHARE = 0.2
+PCI_SHARE = 0.1
+SERVICES_PATH = '/v2.1/os-services'
+#: Phase name -> the config it adds to bench.view's provider view config.
+PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1')
+#: Timed GETs of /os-services, alone, before the phases.
+ALONE_SAMPLES = 15
+
+
+# ---------------------------------------------------------------- the stand-in compute API
+
+
+class PreSerialisedNova(FakeNova):
+    """FakeNova whose answers are serialised once per path and query (the documents
+    do not change during a benchmark), over HTTP/1.1 keep-alive as nova-api behind a
+    web server is reached, timing each answer on the server side: ``stats`` is path ->
+    [answers, seconds from the request line read to the last byte written]."""
+
+    def __init__(self, *, token: str):
+        super().__init__(token=token)
+        self._cache: dict[str, tuple[int, bytes]] = {}
+        self._lock = threading.Lock()
+        self.stats: dict[str, list[float]] = {}
+
+    def start(self) -> PreSerialisedNova:
+        nova = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+            # Headers and body are two writes: without TCP_NODELAY each answer would
+            # wait out the client's delayed ACK (40 ms on Linux).
+            disable_nagle_algorithm = True
+
+            def log_message(self, format, *args):  # noqa: A002 - stdlib signature
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                started = time.perf_counter()
+                status, data = nova.answer_bytes(self.path, self.headers)
+                self.send_response(status)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
+                nova.count(urlsplit(self.path).path, time.perf_counter() - started)
+
+        self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={'poll_interval': 0.05},
+                         name='fake-nova', daemon=True).start()
+        return self
+
+    def answer_bytes(self, raw_path: str, headers: Any) -> tuple[int, bytes]:
+        if urlsplit(raw_path).path == '/_stats':
+            with self._lock:
+                return 200, json.dumps(self.stats).encode()
+        good = (headers.get('X-Auth-Token') == self.token
+                and bool(headers.get('OpenStack-API-Version')) and self.fail_with is None)
+        cached = self._cache.get(raw_path) if good else None
+        if cached is None:
+            status, document = self.answer(raw_path, headers)
+            cached = (status, json.dumps(document).encode())
+            if good:
+                self._cache[raw_path] = cached
+        return cached
+
+    def count(self, path: str, seconds: float) -> None:
+        with self._lock:
+            entry = self.stats.setdefault(path, [0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+
+
+def nova_documents(cloud: SyntheticCloud) -> dict[str, list[dict[str, Any]]]:
+    """The cloud's compute services, hypervisors and aggregates as Nova's API answers
+    them at 2.87: a service is ``down`` when forced down or silent for longer than the
+    service's ``service_down_time`` (bench.deploy), as nova-api would judge it."""
+    document = cloud.hosts_document()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    services, hypervisors = [], []
+    for host in document['hosts']:
+        seen = datetime.datetime.fromisoformat(host['last_seen_up'])
+        if seen.tzinfo is None:
+            seen = seen.replace(tzinfo=datetime.timezone.utc)
+        up = (not host['forced_down']
+              and (now - seen).total_seconds() < deploy.SERVICE_DOWN_TIME)
+        service = samples.compute_service(
+            host['service_host'], up=up, disabled=host['disabled'],
+            reason='bench: disabled' if host['disabled'] else None,
+            forced_down=host['forced_down'],
+            updated_at=seen.strftime('%Y-%m-%dT%H:%M:%S.%f'))
+        service['id'] = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'service:' + host['service_host']))
+        services.append(service)
+        hypervisor = samples.hypervisor(
+            host['provider_uuid'], host['nodename'], host['service_host'],
+            host_ip=host['host_ip'], hypervisor_type=host['hypervisor_type'],
+            hypervisor_version=host['hypervisor_version'], cpu_info=host['cpu_info'],
+            state='up' if up else 'down',
+            status='disabled' if host['disabled'] else 'enabled')
+        hypervisor['service']['id'] = service['id']
+        hypervisors.append(hypervisor)
+    aggregates = [samples.aggregate(a['id'], a['uuid'], a['name'], a['hosts'], a['metadata'])
+                  for a in document['aggregates']]
+    return {'services': services, 'hypervisors': hypervisors, 'aggregates': aggregates}
+
+
+def _serve(documents_path: str) -> None:
+    """The stand-in's own process: serve the documents until stdin closes."""
+    documents = json.loads(pathlib.Path(documents_path).read_text())
+    nova = PreSerialisedNova(token=TOKEN)
+    nova.services = documents['services']
+    nova.hypervisors = documents['hypervisors']
+    nova.aggregates = documents['aggregates']
+    nova.start()
+    print(nova.url, flush=True)
+    sys.stdin.read()
+    nova.stop()
+
+
+class StandIn:
+    """The stand-in compute API in a process of its own (not the clients' GIL)."""
+
+    def __init__(self, cloud: SyntheticCloud, workdir: pathlib.Path):
+        import requests
+
+        documents = nova_documents(cloud)
+        path = workdir / 'nova-documents.json'
+        path.write_text(json.dumps(documents))
+        self.services_bytes = len(json.dumps({'services': documents['services']}))
+        self.process = subprocess.Popen(
+            [sys.executable, '-m', 'bench.host_data', '--serve-stand-in', str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+        if not self.url.startswith('http'):
+            self.stop()
+            raise RuntimeError('the stand-in compute API did not start')
+        self.base = self.url.rsplit('/v2.1', 1)[0]
+        self._session = requests.Session()
+
+    def stats(self) -> dict[str, list[float]]:
+        return self._session.get(f'{self.base}/_stats', timeout=30).json()
+
+    def services_read(self) -> tuple[float, int]:
+        """One GET /os-services?binary=nova-compute as the sync sends it: seconds, bytes."""
+        started = time.perf_counter()
+        response = self._session.get(
+            f'{self.url}/os-services', params={'binary': 'nova-compute'}, timeout=60,
+            headers={'X-Auth-Token': TOKEN, 'OpenStack-API-Version': 'compute 2.87'})
+        response.raise_for_status()
+        return time.perf_counter() - started, len(response.content)
+
+    def config(self, **extra: Any) -> str:
+        options = {'auth_type': 'admin_token', 'token': TOKEN, 'endpoint': self.url,
+                   'endpoint_override': self.url, **extra}
+        return '[nova]\n' + ''.join(f'{k} = {v}\n' for k, v in options.items())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# ---------------------------------------------------------------- the cell database
+
+
+class CellDatabase:
+    """A Nova cell database on the machine's PostgreSQL: ``compute_nodes`` with one row
+    per compute of the cloud; dropped by :meth:`drop`."""
+
+    def __init__(self, cloud: SyntheticCloud):
+        import psycopg2
+        from psycopg2.extras import execute_values
+
+        from tests.fixtures.cell_databases import _POSTGRES_TABLE
+        from tests.fixtures.nova_host_data import pci_pool, pci_stats_json, two_cell_host
+        from tests.fixtures.postgres_placement import POSTGRES_URL, _maintenance_connection
+
+        self.database = f'bench_cell_{uuidlib.uuid4().hex[:10]}'
+        self._admin = _maintenance_connection()
+        with self._admin.cursor() as cursor:
+            cursor.execute(f'CREATE DATABASE "{self.database}"')
+        self.url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{self.database}'
+        numa, pci = two_cell_host(), pci_stats_json(
+            pci_pool('8086', '154d', 4, numa_node=0, dev_type='type-PF',
+                     physical_network='physnet1'))
+        rows = []
+        for i, host in enumerate(cloud.hosts):
+            inventory = host.root.inventory
+            vcpus, _, cpu_ratio, vcpus_used = inventory.get('VCPU', (32, 0, 4.0, 0))
+            memory, _, ram_ratio, memory_used = inventory.get('MEMORY_MB', (131072, 0, 1.0, 0))
+            disk, _, _, disk_used = inventory.get('DISK_GB', (1000, 0, 1.0, 0))
+            rows.append((host.name, host.root.uuid, vcpus, memory, disk, vcpus_used,
+                         memory_used, disk_used, host.hypervisor_version, host.name,
+                         json.dumps(host.cpu_info), host.host_ip,
+                         '[["x86_64", "kvm", "hvm"], ["i686", "kvm", "hvm"]]',
+                         numa if i % round(1 / NUMA_SHARE) == 0 else None,
+                         pci if i % round(1 / PCI_SHARE) == 1 else None,
+                         cpu_ratio, ram_ratio))
+        self._psycopg2 = psycopg2
+        connection = self.connect()
+        try:
+            cursor = connection.cursor()
+            cursor.execute(_POSTGRES_TABLE)
+            execute_values(cursor, (
+                'INSERT INTO compute_nodes (created_at, host, uuid, vcpus, memory_mb, '
+                'local_gb, vcpus_used, memory_mb_used, local_gb_used, hypervisor_version, '
+                'hypervisor_hostname, cpu_info, host_ip, supported_instances, numa_topology, '
+                'pci_stats, cpu_allocation_ratio, ram_allocation_ratio, hypervisor_type, '
+                'disk_allocation_ratio, deleted) VALUES %s'), rows,
+                template=('(CURRENT_TIMESTAMP, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '
+                          '%s, %s, %s, %s, %s, %s, \'QEMU\', 1.0, 0)'), page_size=2000)
+            connection.commit()
+            connection.autocommit = True
+            cursor.execute('ANALYZE compute_nodes')
+        finally:
+            connection.close()
+
+    def connect(self) -> Any:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.url)
+        return self._psycopg2.connect(host=url.host, port=url.port or 5432, user=url.username,
+                                      password=url.password, dbname=self.database)
+
+    def whole_read(self) -> float:
+        """Seconds of the periodic read (scheduler.catalog.cell_db.QUERY) on a new
+        connection, as the service makes one per read."""
+        from scheduler.catalog.cell_db import QUERY
+
+        started = time.perf_counter()
+        connection = self.connect()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(QUERY)
+                cursor.fetchall()
+        finally:
+            connection.close()
+        return time.perf_counter() - started
+
+    def config(self) -> str:
+        return f'[cell_database]\nconnections = {CELL_UUID}={self.url}\n'
+
+    def drop(self) -> None:
+        from tests.fixtures.postgres_placement import _drop_database
+
+        _drop_database(self._admin, self.database)
+        self._admin.close()
+
+
+# ---------------------------------------------------------------- the phases
+
+
+@dataclass
+class Settings:
+    workers: int = DEFAULT_WORKERS
+    clients: int = DEFAULT_CLIENTS
+    #: Each phase's measured seconds, in slices of ``slice`` seconds taken in turn.
+    seconds: float = DEFAULT_SECONDS
+    slice: float = DEFAULT_SLICE
+    #: Each service's warm-up, once, before the first slice (not measured).
+    warmup: float = DEFAULT_WARMUP
+    #: Leave phase d (``service_state_max_age = -1``) out.
+    no_periodic_only: bool = False
+
+
+@dataclass
+class Measured:
+    phase: _Phase
+    calls: int
+    services_gets: int
+    services_seconds: float
+    cores: dict[str, float]
+    #: seconds the clients ran
+    elapsed: float
+
+
+def _services(stats: dict[str, list[float]]) -> tuple[int, float]:
+    count, seconds = stats.get(SERVICES_PATH, [0, 0.0])
+    return int(count), float(seconds)
+
+
+def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDatabase) -> str:
+    config = _view_config(dep, Options())
+    if name == 'baseline':
+        return config
+    if name == 'nova':
+        return config + nova.config()
+    if name == 'nova+cell':
+        return config + nova.config() + cell.config()
+    return config + nova.config(service_state_max_age=-1)
+
+
+def _slice(client: Any, dep: deploy.Deployment, nova: StandIn, clients: int,
+           seconds: float, seed: int) -> Measured:
+    """One slice of a phase: ``clients`` back to back on ``client`` for ``seconds``."""
+    gets_before, seconds_before = _services(nova.stats())
+    before, started = cpu.sample(), time.monotonic()
+    phase = _closed_loop(clients, seconds, 0.0, _service_decide(client, _Rngs(seed)))
+    elapsed = time.monotonic() - started
+    cores = cpu.used_between(before, cpu.sample(), elapsed)
+    gets_after, seconds_after = _services(nova.stats())
+    deploy.delete_consumers(dep.url, phase.consumers)
+    return Measured(phase, len(phase.consumers) + sum(phase.errors.values()),
+                    gets_after - gets_before, seconds_after - seconds_before, cores, elapsed)
+
+
+def _phases(settings: Settings) -> list[str]:
+    return [p for p in PHASES if not (settings.no_periodic_only and p == PHASES[3])]
+
+
+def _percentile_ms(values: list[float], q: float) -> float:
+    return deploy.percentile(values, q) * 1000 if values else float('nan')
+
+
+def _rate(measured: list[Measured]) -> float:
+    """Decisions per second over a phase's slices together."""
+    return sum(m.phase.work for m in measured) / sum(m.phase.seconds for m in measured)
+
+
+def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -> list[Row]:
+    """One phase's rows, its slices pooled."""
+    rate = _rate(measured)
+    latencies = [x for m in measured for x in m.phase.latencies]
+    errors: Counter = Counter()
+    cores: Counter = Counter()
+    for m in measured:
+        errors.update(m.phase.errors)
+        cores.update({k: v * m.elapsed for k, v in m.cores.items()})
+    elapsed = sum(m.elapsed for m in measured)
+    no_valid_host = sum(v for k, v in errors.items() if 'NoValidHost' in k)
+    calls = sum(m.calls for m in measured)
+    gets = sum(m.services_gets for m in measured)
+    served = sum(m.services_seconds for m in measured)
+    completed = sum(m.phase.completed for m in measured)
+    share = f'{rate / baseline:.0%} of the baseline; ' if baseline else ''
+    other = sum(errors.values()) - no_valid_host
+    note = (f'{share}{completed} answered in {len(measured)} slices of '
+            f'{measured[0].phase.seconds:g}s (each: '
+            + ', '.join(f'{m.phase.rate:.1f}' for m in measured) + ' req/s); '
+            f'NoValidHost {no_valid_host}, other errors {other}'
+            + (' (' + '; '.join(f'{k} x{v}' for k, v in errors.most_common(2)) + ')'
+               if other else '')
+            + f'; cores used: {cpu.describe({k: v / elapsed for k, v in cores.items()})}')
+    label = f'host data: {name}'
+    rows = [Row(f'{label}, throughput', n, rate, unit='req/s', note=note),
+            Row(f'{label}, p50', n, _percentile_ms(latencies, 50)),
+            Row(f'{label}, p99', n, _percentile_ms(latencies, 99))]
+    if name != 'baseline':
+        rows.append(Row(f'{label}, GET /os-services per request', n,
+                        gets / calls if calls else float('nan'), unit='n',
+                        note=f'{gets} GETs for {calls} requests'))
+        if gets:
+            rows.append(Row(f'{label}, stand-in time per GET /os-services', n,
+                            served / gets * 1000,
+                            note=f'{served * 1000:.0f} ms of the stand-in in the '
+                                 f'{elapsed:.0f} s the clients ran'))
+    return rows
+
+
+def run(providers: int, settings: Settings | None = None) -> list[Row]:
+    """One size's rows (the module's doc)."""
+    from scheduler.rpc.client import SchedulerClient
+
+    settings = settings or Settings()
+    rows: list[Row] = []
+
+    def row(r: Row) -> None:
+        rows.append(r)
+        print(render([r]).splitlines()[-1], file=sys.stderr, flush=True)
+
+    with deploy.seeded_deployment(providers, direct=True) as dep, \
+            contextlib.ExitStack() as stack:
+        n = len(dep.cloud.hosts)
+        row(Row('host data: seed Placement (setup)', n, dep.seed_seconds, unit='s'))
+        started = time.monotonic()
+        nova = StandIn(dep.cloud, dep.workdir)
+        stack.callback(nova.stop)
+        cell = CellDatabase(dep.cloud)
+        stack.callback(cell.drop)
+        row(Row('host data: stand-in and cell database (setup)', n,
+                time.monotonic() - started, unit='s'))
+        alone = [nova.services_read() for _ in range(ALONE_SAMPLES)]
+        served = _services(nova.stats())
+        row(Row('host data: stand-in GET /os-services alone (client side)', n,
+                statistics.median(s for s, _ in alone) * 1000,
+                note=f'{alone[0][1] / 1e6:.2f} MB, {n} services; server side '
+                     f'{served[1] / served[0] * 1000:.1f} ms mean over {served[0]}'))
+        row(Row('host data: cell database whole SELECT alone', n,
+                statistics.median(cell.whole_read() for _ in range(5)) * 1000,
+                note=f'{n} compute_nodes rows, {NUMA_SHARE:.0%} with a NUMA topology, '
+                     f'{PCI_SHARE:.0%} with PCI pools; a new connection each'))
+        # Every phase's service up at once, so that the phases can take turns in
+        # short slices: a machine whose load drifts weighs on all of them alike.
+        phases = _phases(settings)
+        clients: dict[str, Any] = {}
+        for name in phases:
+            svc, tr = stack.enter_context(deploy.scheduler_service(
+                dep.workdir, placement_url=dep.url, workers=settings.workers,
+                hosts_file=dep.hosts_file(),
+                extra_config=_phase_config(name, dep, nova, cell)))
+            clients[name] = SchedulerClient(tr, topic=svc.topic, timeout=600)
+        for name in phases:
+            warm = _closed_loop(settings.clients, settings.warmup, 0.0,
+                                _service_decide(clients[name], _Rngs(1)))
+            deploy.delete_consumers(dep.url, warm.consumers)
+        deploy.analyze(dep.placement, vacuum=True)
+        measured: dict[str, list[Measured]] = {name: [] for name in phases}
+        slices = max(1, math.ceil(settings.seconds / settings.slice - 1e-9))
+        length = settings.seconds / slices
+        for k in range(slices):
+            for name in phases if k % 2 == 0 else phases[::-1]:
+                m = _slice(clients[name], dep, nova, settings.clients, length, 20261127 + k)
+                measured[name].append(m)
+                print(f'  {name}: {m.phase.rate:.1f} req/s, {m.services_gets} GETs '
+                      f'/os-services for {m.calls} requests', file=sys.stderr, flush=True)
+        baseline = _rate(measured['baseline'])
+        for name in phases:
+            for r in _rows(n, name, measured[name], None if name == 'baseline' else baseline):
+                row(r)
+    return rows
+
+
+def run_all(sizes: list[int], settings: Settings | None = None) -> list[Row]:
+    rows: list[Row] = []
+    for n in sizes:
+        try:
+            rows.extend(run(n, settings))
+        except deploy.ServiceMissing:
+            raise
+        except Exception as e:  # noqa: BLE001 - one size lost, not the run
+            traceback.print_exc()
+            rows.append(Row('host data: the run at this size', n, None, target='completes',
+                            passed=False, note=f'{type(e).__name__}: {str(e)[:300]}'))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m bench.host_data',
+                                     description=__doc__.split('\n\n')[0])
+    parser.add_argument('--providers', default=','.join(map(str, DEFAULT_PROVIDERS)),
+                        help='numbers of providers, comma-separated')
+    defaults = Settings()
+    for name, value in vars(defaults).items():
+        if isinstance(value, bool):
+            parser.add_argument(f'--{name.replace("_", "-")}', action='store_true')
+        else:
+            parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
+    parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
+    parser.add_argument('--serve-stand-in', metavar='DOCUMENTS', help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_stand_in:
+        _serve(args.serve_stand_in)
+        return 0
+    settings = Settings(**{name: getattr(args, name) for name in vars(defaults)})
+    sizes = [int(p) for p in args.providers.split(',') if p.strip()]
+    try:
+        rows = run_all(sizes, settings)
+    except deploy.ServiceMissing as e:
+        print(f'cannot run: {e}', file=sys.stderr)
+        return 2
+    print(render(rows))
+    print('\nnotes:')
+    for r in rows:
+        if r.note:
+            print(f'- {r.name} (N={r.n}): {r.note}')
+    if args.json:
+        write_json(rows, args.json)
+    return 1 if any(r.passed is False for r in rows) else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The host-data benchmark runs, and its ``[nova]`` phase really reads the services per request.
+
+bench/host_data.py runs the provider view with the hosts file only, then with
+``[nova]`` (against a stand-in compute API holding the cloud's computes) and
+``[cell_database]`` (a PostgreSQL cell database) at their defaults, then with the
+services read by the periodic sync only. At 30 hosts and a few seconds a phase, each
+phase must answer requests, the defaults must send one ``GET /os-services`` per
+request (a few fewer when requests share a read), and ``service_state_max_age = -1``
+none.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from bench import deploy, host_data
+from tests.fixtures.postgres_placement import require_or_skip
+
+ARGS = ['--providers', '30', '--seconds', '2', '--warmup', '1']
+
+
+def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_path, capsys):
+    out = tmp_path / 'host-data.json'
+    try:
+        status = host_data.main([*ARGS, '--json', str(out)])
+    except deploy.ServiceMissing as e:
+        require_or_skip(str(e))
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+
+    rows = {row['name']: row for row in json.loads(out.read_text())}
+    for phase in host_data.PHASES:
+        assert rows[f'host data: {phase}, throughput']['ours_ms'] > 0, printed
+        assert 'other errors 0' in rows[f'host data: {phase}, throughput']['note'], printed
+    assert rows['host data: stand-in GET /os-services alone (client side)']['ours_ms'] > 0
+
+    for phase in ('nova', 'nova+cell'):
+        row = rows[f'host data: {phase}, GET /os-services per request']
+        gets, calls = map(int, re.match(r'(\d+) GETs for (\d+) requests', row['note']).groups())
+        # Shared only by requests that queue behind a read: nearly one per request.
+        assert calls > 0 and gets >= 0.8 * calls, row
+        assert rows[f'host data: {phase}, stand-in time per GET /os-services']['ours_ms'] > 0
+    periodic = rows['host data: nova, max_age -1, GET /os-services per request']
+    assert periodic['ours_ms'] == 0, periodic
+    assert 'host data: baseline, GET /os-services per request' not in rows
