@@ -16,6 +16,10 @@
 6. With ``--nested``: nested queries, the provider view against Placement's own
    GET /allocation_candidates on the same state, candidate-explosion trees
    included (bench/nested.py).
+7. With ``--host-data N[,N...]``: what the host-data sources cost the provider view
+   (``[nova]`` with its services read per request, ``[cell_database]``), against a
+   stand-in compute API and a cell database holding the cloud's computes
+   (bench/host_data.py).
 7. With ``--reads``: what one worker's reads of its provider view cost, worker
    and database, by the size of the cloud (bench/reads.py).
 
@@ -180,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--reads', default='', metavar='N[,N...]',
                         help='what a worker\'s reads of its provider view cost at these '
                              'numbers of providers (bench/reads.py; needs PostgreSQL)')
+    parser.add_argument('--host-data', default=None, metavar='N[,N...]',
+                        help='what the [nova] and [cell_database] host-data sources cost the '
+                             'provider view at these numbers of providers (bench/host_data.py; '
+                             'needs PostgreSQL and RabbitMQ)')
     parser.add_argument('--output', default='bench-results.json')
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(',') if s.strip()] if args.sizes
@@ -215,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         view_rows = view.run_all([int(n) for n in args.view.split(',') if n.strip()],
                                  view.Options(nested=args.nested_workload))
         rows.extend(view_rows)
+    if args.host_data:
+        from bench import host_data
+        rows.extend(host_data.run_all([int(n) for n in args.host_data.split(',') if n.strip()]))
 
     read_rows: list[Row] = []
     if args.reads:
