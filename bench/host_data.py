@@ -122,14 +122,20 @@ class PreSerialisedNova(FakeNova):
 
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
                 started = time.perf_counter()
-                status, data = nova.answer_bytes(self.path, self.headers)
+                # /p-<phase>/v2.1/...: the endpoint one service was given, so that the
+                # answers are counted per service as well.
+                label, path = '', self.path
+                if path.startswith('/p-'):
+                    label, _, rest = path[1:].partition('/')
+                    path = '/' + rest
+                status, data = nova.answer_bytes(path, self.headers)
                 self.send_response(status)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
                 self.wfile.flush()
-                nova.count(urlsplit(self.path).path, time.perf_counter() - started)
+                nova.count(urlsplit(path).path, label, time.perf_counter() - started)
 
         self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self._server.daemon_threads = True
@@ -151,11 +157,12 @@ class PreSerialisedNova(FakeNova):
                 self._cache[raw_path] = cached
         return cached
 
-    def count(self, path: str, seconds: float) -> None:
+    def count(self, path: str, label: str, seconds: float) -> None:
         with self._lock:
-            entry = self.stats.setdefault(path, [0, 0.0])
-            entry[0] += 1
-            entry[1] += seconds
+            for key in (path, f'/{label}{path}') if label else (path,):
+                entry = self.stats.setdefault(key, [0, 0.0])
+                entry[0] += 1
+                entry[1] += seconds
 
 
 def nova_documents(cloud: SyntheticCloud) -> dict[str, list[dict[str, Any]]]:
@@ -237,9 +244,11 @@ class StandIn:
         response.raise_for_status()
         return time.perf_counter() - started, len(response.content)
 
-    def config(self, **extra: Any) -> str:
-        options = {'auth_type': 'admin_token', 'token': TOKEN, 'endpoint': self.url,
-                   'endpoint_override': self.url, **extra}
+    def config(self, label: str, **extra: Any) -> str:
+        """``[nova]`` for one service: its requests are counted under ``label``."""
+        url = f'{self.base}/{label}/v2.1'
+        options = {'auth_type': 'admin_token', 'token': TOKEN, 'endpoint': url,
+                   'endpoint_override': url, **extra}
         return '[nova]\n' + ''.join(f'{k} = {v}\n' for k, v in options.items())
 
     def stop(self) -> None:
@@ -367,8 +376,15 @@ class Measured:
     elapsed: float
 
 
-def _services(stats: dict[str, list[float]]) -> tuple[int, float]:
-    count, seconds = stats.get(SERVICES_PATH, [0, 0.0])
+def _label(name: str) -> str:
+    return 'p-' + ''.join(c if c.isalnum() else '-' for c in name)
+
+
+def _services(stats: dict[str, list[float]], name: str | None = None) -> tuple[int, float]:
+    """GET /os-services answered so far (and the stand-in's seconds for them), by the
+    service of phase ``name``, or by anyone."""
+    key = SERVICES_PATH if name is None else f'/{_label(name)}{SERVICES_PATH}'
+    count, seconds = stats.get(key, [0, 0.0])
     return int(count), float(seconds)
 
 
@@ -377,21 +393,22 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDa
     if name == 'baseline':
         return config
     if name == 'nova':
-        return config + nova.config()
+        return config + nova.config(_label(name))
     if name == 'nova+cell':
-        return config + nova.config() + cell.config()
-    return config + nova.config(service_state_max_age=-1)
+        return config + nova.config(_label(name)) + cell.config()
+    return config + nova.config(_label(name), service_state_max_age=-1)
 
 
-def _slice(client: Any, dep: deploy.Deployment, nova: StandIn, clients: int,
+def _slice(name: str, client: Any, dep: deploy.Deployment, nova: StandIn, clients: int,
            seconds: float, seed: int) -> Measured:
-    """One slice of a phase: ``clients`` back to back on ``client`` for ``seconds``."""
-    gets_before, seconds_before = _services(nova.stats())
+    """One slice of phase ``name``: ``clients`` back to back on ``client`` for
+    ``seconds``; the GETs are that phase's service's only (not the idle ones' syncs)."""
+    gets_before, seconds_before = _services(nova.stats(), name)
     before, started = cpu.sample(), time.monotonic()
     phase = _closed_loop(clients, seconds, 0.0, _service_decide(client, _Rngs(seed)))
     elapsed = time.monotonic() - started
     cores = cpu.used_between(before, cpu.sample(), elapsed)
-    gets_after, seconds_after = _services(nova.stats())
+    gets_after, seconds_after = _services(nova.stats(), name)
     deploy.delete_consumers(dep.url, phase.consumers)
     return Measured(phase, len(phase.consumers) + sum(phase.errors.values()),
                     gets_after - gets_before, seconds_after - seconds_before, cores, elapsed)
@@ -502,7 +519,8 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         length = settings.seconds / slices
         for k in range(slices):
             for name in phases if k % 2 == 0 else phases[::-1]:
-                m = _slice(clients[name], dep, nova, settings.clients, length, 20261127 + k)
+                m = _slice(name, clients[name], dep, nova, settings.clients, length,
+                           20261127 + k)
                 measured[name].append(m)
                 print(f'  {name}: {m.phase.rate:.1f} req/s, {m.services_gets} GETs '
                       f'/os-services for {m.calls} requests', file=sys.stderr, flush=True)
