@@ -92,11 +92,38 @@ def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay
     found = groups.candidates(snapshot, query, used)
     rules, cloud = found.rules, found.cloud
     sharing = snapshot.with_trait(SHARING_TRAIT) if snapshot.sharing else None
-    kept = [root for root in found.roots.tolist()
+    settled, held = _settled_alone(snapshot, found)
+    kept = [root for root, known, holds in zip(found.roots.tolist(), settled.tolist(),
+                                               held.tolist(), strict=True)
             if (sharing is None or not sharing[root])
-            and assignments(rules, cloud, found.by_root[root], limit=1, budget=budget,
-                            touch=touch(snapshot, found, root))]
+            and (holds if known else assignments(rules, cloud, found.by_root[root], limit=1,
+                                                 budget=budget,
+                                                 touch=touch(snapshot, found, root)))]
     return TreeAnswer(snapshot, found, np.array(kept, dtype=np.intp), per_root)
+
+
+def _settled_alone(snapshot: ProviderSnapshot, found: groups.Candidates
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate root, whether its tree is settled without a search, and if so
+    whether it holds the query; a query of the unsuffixed group alone often is.
+    Its slots are its classes, one each, and a slot's candidates have room for it
+    on their own: a choice of one candidate per slot is a combination Placement
+    accepts unless the group's required traits must be held together or a sharing
+    provider could make it take nothing of the tree. Then a root that is every
+    slot's only candidate has one combination, which holds the traits if the root
+    does; the other trees are searched. A flavor on a cloud where some hosts
+    report NUMA nodes in Placement: MEMORY_MB is held below roots, and every host
+    is settled here (at 10,000 hosts, 417 ms of searches a request before)."""
+    rules = found.rules
+    if any(slot.granular for slot in rules.slots):
+        return np.zeros(len(found.roots), dtype=bool), np.zeros(len(found.roots), dtype=bool)
+    if not rules.traits and not snapshot.sharing:
+        everything = np.ones(len(found.roots), dtype=bool)
+        return everything, everything
+    held = found.alone.copy()
+    for trait in rules.traits:
+        held &= snapshot.with_trait(trait)[found.roots]
+    return found.alone, held
 
 
 def touch(snapshot: ProviderSnapshot, found: groups.Candidates, root: int) -> frozenset[int] | None:

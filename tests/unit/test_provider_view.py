@@ -20,7 +20,7 @@ from scheduler.catalog.nova_api import ServiceState
 from scheduler.conf.scheduler import provider_view_on
 from scheduler.host_table import COLUMNS
 from scheduler.objects.spec import Aggregate
-from scheduler.provider_view import answer
+from scheduler.provider_view import answer, trees
 from scheduler.provider_view.hosts import ViewTables
 from scheduler.provider_view.snapshot import ProviderSnapshot
 from scheduler.provider_view.view import (
@@ -474,6 +474,43 @@ def test_a_tree_whose_children_hold_other_classes_is_answered_whole():
         resources={'VCPU': 1}, in_tree=uuid_for('a-gpu'))])
     assert answer.candidates(tree, asked_in_tree, overlay={},
                              microversion=MICROVERSION).root_provider_uuids() == {uuid_for('a')}
+
+
+def test_a_flavor_on_a_cloud_with_numa_nodes_in_placement_searches_no_tree(monkeypatch):
+    # Host a reports two NUMA nodes holding its MEMORY_MB, b is a plain root: the
+    # unsuffixed group's classes are then held below roots, and each tree is
+    # Placement's to combine. Without required traits any choice of a provider
+    # with room per class is a combination Placement accepts: no search, for any
+    # host; the requests of the hosts a request looks at are still searched.
+    tree = ProviderSnapshot.from_rows(
+        [(1, uuid_for('a'), 1, None), (2, uuid_for('a-numa0'), 1, 1),
+         (3, uuid_for('a-numa1'), 1, 1), (4, uuid_for('b'), 1, None)],
+        [(1, 'VCPU', 8, 0, 1, 8, 1, 1.0), (2, 'MEMORY_MB', 4096, 0, 1, 4096, 1, 1.0),
+         (3, 'MEMORY_MB', 4096, 0, 1, 4096, 1, 1.0), (4, 'VCPU', 8, 0, 1, 8, 1, 1.0),
+         (4, 'MEMORY_MB', 8192, 0, 1, 8192, 1, 1.0)],
+        [(2, 'MEMORY_MB', 3072)], [(2, 'HW_NUMA_ROOT'), (3, 'HW_NUMA_ROOT')], [])
+    flavor = AllocationCandidatesQuery(groups=[RequestGroupQuery(
+        resources={'VCPU': 2, 'MEMORY_MB': 2048})])
+    searched: list[tuple] = []
+    search = trees.assignments
+    monkeypatch.setattr(trees, 'assignments',
+                        lambda rules, cloud, rows, **kw: searched.append(rows)
+                        or search(rules, cloud, rows, **kw))
+
+    found = trees.answer(tree, flavor, {})
+
+    assert [tree.uuids[r] for r in found.roots] == [uuid_for('a'), uuid_for('b')]
+    assert searched == []
+    assert [r['allocations'] for r in found.requests(0)] == [
+        {uuid_for('a'): {'resources': {'VCPU': 2}},
+         uuid_for('a-numa1'): {'resources': {'MEMORY_MB': 2048}}}]
+    # The group's required traits must be held together: the root alone holds
+    # none, so a's tree is searched (b, without them, is not answered).
+    numa = AllocationCandidatesQuery(groups=[RequestGroupQuery(
+        resources={'VCPU': 2, 'MEMORY_MB': 2048}, required_traits={'HW_NUMA_ROOT'})])
+    searched.clear()
+    assert [tree.uuids[r] for r in trees.answer(tree, numa, {}).roots] == [uuid_for('a')]
+    assert len(searched) == 1
 
 
 def test_over_the_limit_a_random_sample_of_the_matching_hosts_is_answered():
