@@ -24,7 +24,9 @@ b. ``nova``: ``[nova]`` at its defaults (``sync_interval`` 60,
    every request, shared by the requests of a worker waiting for it);
 c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
 d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
-   sync only (``--no-periodic-only`` leaves it out).
+   sync only (``--no-periodic-only`` leaves it out);
+e. with ``--cell-alone``, ``cell``: ``[cell_database]`` at its defaults, without
+   ``[nova]``.
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -88,7 +90,7 @@ NUMA_SHARE = 0.2
 PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
 #: Phase name -> the config it adds to bench.view's provider view config.
-PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1')
+PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell')
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
 
@@ -363,6 +365,8 @@ class Settings:
     warmup: float = DEFAULT_WARMUP
     #: Leave phase d (``service_state_max_age = -1``) out.
     no_periodic_only: bool = False
+    #: Also phase e, ``[cell_database]`` alone (what it costs without ``[nova]``).
+    cell_alone: bool = False
 
 
 @dataclass
@@ -396,6 +400,8 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDa
         return config + nova.config(_label(name))
     if name == 'nova+cell':
         return config + nova.config(_label(name)) + cell.config()
+    if name == 'cell':
+        return config + cell.config()
     return config + nova.config(_label(name), service_state_max_age=-1)
 
 
@@ -415,7 +421,8 @@ def _slice(name: str, client: Any, dep: deploy.Deployment, nova: StandIn, client
 
 
 def _phases(settings: Settings) -> list[str]:
-    return [p for p in PHASES if not (settings.no_periodic_only and p == PHASES[3])]
+    return [p for p in PHASES if not (settings.no_periodic_only and p == PHASES[3])
+            and (settings.cell_alone or p != PHASES[4])]
 
 
 def _percentile_ms(values: list[float], q: float) -> float:
