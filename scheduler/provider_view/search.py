@@ -87,8 +87,8 @@ class Cloud:
     room: Mapping[str, Sequence[int]]
     #: per row, its parent's row (-1 for a root)
     parent: Sequence[int]
-    #: per trait of :attr:`Rules.traits`, per row, whether the row has it
-    has: Mapping[str, Sequence[bool]]
+    #: per trait of :attr:`Rules.traits`, per row, whether the row has it (0 or 1)
+    has: Mapping[str, Sequence[int]]
 
 
 def assignments(rules: Rules, cloud: Cloud, candidates: Sequence[Sequence[int]], *,
