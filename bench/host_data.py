@@ -26,7 +26,9 @@ c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
 d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
    sync only (``--no-periodic-only`` leaves it out);
 e. with ``--cell-alone``, ``cell``: ``[cell_database]`` at its defaults, without
-   ``[nova]``.
+   ``[nova]``;
+f. with ``--max-age S``, ``nova, max_age S``: ``[nova] service_state_max_age = S``, a
+   read before a request only when the last is older than S seconds.
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -367,6 +369,8 @@ class Settings:
     no_periodic_only: bool = False
     #: Also phase e, ``[cell_database]`` alone (what it costs without ``[nova]``).
     cell_alone: bool = False
+    #: Also phase f, ``[nova] service_state_max_age`` = this (> 0; 0: no such phase).
+    max_age: float = 0.0
 
 
 @dataclass
@@ -402,7 +406,8 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDa
         return config + nova.config(_label(name)) + cell.config()
     if name == 'cell':
         return config + cell.config()
-    return config + nova.config(_label(name), service_state_max_age=-1)
+    max_age = name.rsplit(' ', 1)[1]
+    return config + nova.config(_label(name), service_state_max_age=max_age)
 
 
 def _slice(name: str, client: Any, dep: deploy.Deployment, nova: StandIn, clients: int,
@@ -421,8 +426,9 @@ def _slice(name: str, client: Any, dep: deploy.Deployment, nova: StandIn, client
 
 
 def _phases(settings: Settings) -> list[str]:
-    return [p for p in PHASES if not (settings.no_periodic_only and p == PHASES[3])
-            and (settings.cell_alone or p != PHASES[4])]
+    return ([p for p in PHASES if not (settings.no_periodic_only and p == PHASES[3])
+             and (settings.cell_alone or p != PHASES[4])]
+            + ([f'nova, max_age {settings.max_age:g}'] if settings.max_age > 0 else []))
 
 
 def _percentile_ms(values: list[float], q: float) -> float:
