@@ -476,7 +476,7 @@ def test_a_tree_whose_children_hold_other_classes_is_answered_whole():
                              microversion=MICROVERSION).root_provider_uuids() == {uuid_for('a')}
 
 
-def test_a_flavor_on_a_cloud_with_numa_nodes_in_placement_searches_no_tree(monkeypatch):
+def test_flavors_on_a_cloud_with_numa_nodes_in_placement_search_few_trees(monkeypatch):
     # Host a reports two NUMA nodes holding its MEMORY_MB, b is a plain root: the
     # unsuffixed group's classes are then held below roots, and each tree is
     # Placement's to combine. Without required traits any choice of a provider
@@ -510,6 +510,21 @@ def test_a_flavor_on_a_cloud_with_numa_nodes_in_placement_searches_no_tree(monke
         resources={'VCPU': 2, 'MEMORY_MB': 2048}, required_traits={'HW_NUMA_ROOT'})])
     searched.clear()
     assert [tree.uuids[r] for r in trees.answer(tree, numa, {}).roots] == [uuid_for('a')]
+    assert len(searched) == 1
+    # A NUMA cell in a group of its own, the rest unsuffixed: no class asked twice,
+    # no rule across groups, so no search either; two cells under isolate are.
+    cell = RequestGroupQuery(suffix='1', resources={'MEMORY_MB': 1024},
+                             required_traits={'HW_NUMA_ROOT'})
+    one_cell = AllocationCandidatesQuery(
+        groups=[RequestGroupQuery(resources={'VCPU': 2}), cell])
+    two_cells = AllocationCandidatesQuery(
+        groups=[RequestGroupQuery(resources={'VCPU': 2}), cell,
+                RequestGroupQuery(suffix='2', resources={'MEMORY_MB': 1024},
+                                  required_traits={'HW_NUMA_ROOT'})], group_policy='isolate')
+    searched.clear()
+    assert [tree.uuids[r] for r in trees.answer(tree, one_cell, {}).roots] == [uuid_for('a')]
+    assert searched == []
+    assert [tree.uuids[r] for r in trees.answer(tree, two_cells, {}).roots] == [uuid_for('a')]
     assert len(searched) == 1
 
 
