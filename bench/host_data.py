@@ -34,7 +34,8 @@ The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, 
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
 drifts over minutes, weighs on all of them alike; the claims of each slice are
 deleted after it. The idle services' periodic syncs run meanwhile (a load every
-slice shares).
+slice shares, which at 50,000 providers outweighs the rest: ``--one-at-a-time``
+then runs each phase's service alone, for all its ``seconds``, in the order above).
 The hosts file stays configured in every phase, so that only the sources added
 differ. Each phase's rows: throughput, p50 and p99, errors (NoValidHost apart),
 the GETs of ``/os-services`` per request and the stand-in's own time for them.
@@ -63,6 +64,7 @@ import time
 import traceback
 import uuid as uuidlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -371,6 +373,9 @@ class Settings:
     cell_alone: bool = False
     #: Also phase f, ``[nova] service_state_max_age`` = this (> 0; 0: no such phase).
     max_age: float = 0.0
+    #: One phase's service at a time, for all its ``seconds`` (no turns): where the
+    #: idle services' periodic syncs would weigh too much (50,000 providers).
+    one_at_a_time: bool = False
 
 
 @dataclass
@@ -480,10 +485,49 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -
     return rows
 
 
-def run(providers: int, settings: Settings | None = None) -> list[Row]:
-    """One size's rows (the module's doc)."""
+@contextlib.contextmanager
+def _phase_service(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDatabase,
+                   settings: Settings) -> Iterator[Any]:
+    """Phase ``name``'s service, warmed up for ``settings.warmup``: its RPC client."""
     from scheduler.rpc.client import SchedulerClient
 
+    with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=settings.workers,
+                                  hosts_file=dep.hosts_file(),
+                                  extra_config=_phase_config(name, dep, nova, cell)
+                                  ) as (svc, tr):
+        client = SchedulerClient(tr, topic=svc.topic, timeout=600)
+        warm = _closed_loop(settings.clients, settings.warmup, 0.0,
+                            _service_decide(client, _Rngs(1)))
+        deploy.delete_consumers(dep.url, warm.consumers)
+        deploy.analyze(dep.placement, vacuum=True)
+        yield client
+
+
+def _take(measured: dict[str, list[Measured]], name: str, client: Any,
+          dep: deploy.Deployment, nova: StandIn, settings: Settings, seconds: float,
+          k: int) -> None:
+    m = _slice(name, client, dep, nova, settings.clients, seconds, 20261127 + k)
+    measured[name].append(m)
+    print(f'  {name}: {m.phase.rate:.1f} req/s, {m.services_gets} GETs /os-services for '
+          f'{m.calls} requests', file=sys.stderr, flush=True)
+
+
+def _in_turns(measured: dict[str, list[Measured]], phases: list[str],
+              stack: contextlib.ExitStack, dep: deploy.Deployment, nova: StandIn,
+              cell: CellDatabase, settings: Settings) -> None:
+    """Every phase's service up at once, the phases taking turns in short slices: a
+    machine whose load drifts weighs on all of them alike."""
+    clients = {name: stack.enter_context(_phase_service(name, dep, nova, cell, settings))
+               for name in phases}
+    slices = max(1, math.ceil(settings.seconds / settings.slice - 1e-9))
+    for k in range(slices):
+        for name in phases if k % 2 == 0 else phases[::-1]:
+            _take(measured, name, clients[name], dep, nova, settings,
+                  settings.seconds / slices, k)
+
+
+def run(providers: int, settings: Settings | None = None) -> list[Row]:
+    """One size's rows (the module's doc)."""
     settings = settings or Settings()
     rows: list[Row] = []
 
@@ -512,31 +556,14 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
                 statistics.median(cell.whole_read() for _ in range(5)) * 1000,
                 note=f'{n} compute_nodes rows, {NUMA_SHARE:.0%} with a NUMA topology, '
                      f'{PCI_SHARE:.0%} with PCI pools; a new connection each'))
-        # Every phase's service up at once, so that the phases can take turns in
-        # short slices: a machine whose load drifts weighs on all of them alike.
         phases = _phases(settings)
-        clients: dict[str, Any] = {}
-        for name in phases:
-            svc, tr = stack.enter_context(deploy.scheduler_service(
-                dep.workdir, placement_url=dep.url, workers=settings.workers,
-                hosts_file=dep.hosts_file(),
-                extra_config=_phase_config(name, dep, nova, cell)))
-            clients[name] = SchedulerClient(tr, topic=svc.topic, timeout=600)
-        for name in phases:
-            warm = _closed_loop(settings.clients, settings.warmup, 0.0,
-                                _service_decide(clients[name], _Rngs(1)))
-            deploy.delete_consumers(dep.url, warm.consumers)
-        deploy.analyze(dep.placement, vacuum=True)
         measured: dict[str, list[Measured]] = {name: [] for name in phases}
-        slices = max(1, math.ceil(settings.seconds / settings.slice - 1e-9))
-        length = settings.seconds / slices
-        for k in range(slices):
-            for name in phases if k % 2 == 0 else phases[::-1]:
-                m = _slice(name, clients[name], dep, nova, settings.clients, length,
-                           20261127 + k)
-                measured[name].append(m)
-                print(f'  {name}: {m.phase.rate:.1f} req/s, {m.services_gets} GETs '
-                      f'/os-services for {m.calls} requests', file=sys.stderr, flush=True)
+        if settings.one_at_a_time:
+            for name in phases:
+                with _phase_service(name, dep, nova, cell, settings) as client:
+                    _take(measured, name, client, dep, nova, settings, settings.seconds, 0)
+        else:
+            _in_turns(measured, phases, stack, dep, nova, cell, settings)
         baseline = _rate(measured['baseline'])
         for name in phases:
             for r in _rows(n, name, measured[name], None if name == 'baseline' else baseline):
