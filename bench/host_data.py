@@ -546,12 +546,15 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         stack.callback(cell.drop)
         row(Row('host data: stand-in and cell database (setup)', n,
                 time.monotonic() - started, unit='s'))
+        nova.services_read()  # the stand-in serialises the document at the first
+        before = _services(nova.stats())
         alone = [nova.services_read() for _ in range(ALONE_SAMPLES)]
-        served = _services(nova.stats())
+        after = _services(nova.stats())
         row(Row('host data: stand-in GET /os-services alone (client side)', n,
                 statistics.median(s for s, _ in alone) * 1000,
                 note=f'{alone[0][1] / 1e6:.2f} MB, {n} services; server side '
-                     f'{served[1] / served[0] * 1000:.1f} ms mean over {served[0]}'))
+                     f'{(after[1] - before[1]) / (after[0] - before[0]) * 1000:.1f} ms '
+                     f'mean over {after[0] - before[0]}'))
         row(Row('host data: cell database whole SELECT alone', n,
                 statistics.median(cell.whole_read() for _ in range(5)) * 1000,
                 note=f'{n} compute_nodes rows, {NUMA_SHARE:.0%} with a NUMA topology, '
