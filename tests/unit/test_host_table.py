@@ -99,7 +99,10 @@ def random_cloud(rng: random.Random, n_hosts: int):
                                             [('x86_64', 'qemu', 'hvm'), ('i686', 'kvm', 'hvm')])),
             stats={'io_workload': str(rng.randint(0, 10)),
                    'num_instances': str(rng.choice((0, 5, 60))),
-                   'failed_builds': str(rng.choice((0, 0, 0, 2)))},
+                   'failed_builds': str(rng.choice((0, 0, 0, 2))),
+                   # A stats key a flavor may name without a scope (no rng drawn:
+                   # every seed's cloud is otherwise the one it always was).
+                   **({'gpu_model': 'a10'} if len(records) % 3 == 0 else {})},
             metrics=rng.choice(({}, {'cpu.percent': rng.choice((0.1, 0.5))}))))
     rng.shuffle(requests)  # Placement's order is not the hosts' order
     aggregates = []
@@ -135,7 +138,9 @@ def random_spec(rng: random.Random, instances: dict[str, list[str]], n_instances
         group = InstanceGroup(uuid=uuid_for('group'), policy=policy, members=members,
                               hosts=[], rules=rng.choice(({}, {'max_server_per_host': '2'})))
     extra_specs = rng.choice(({}, {'hw:cpu_policy': 'shared'},
-                              {'capabilities:hypervisor_type': 'QEMU'}, {'hw:numa_nodes': '1'}))
+                              {'capabilities:hypervisor_type': 'QEMU'}, {'hw:numa_nodes': '1'},
+                              {'group_policy': 'isolate', 'resources1:VGPU': '1'},
+                              {'gpu_model': 'a10'}, {'gpu_model': 't4'}))
     image = ImageMeta(properties=ImageMetaProps(rng.choice(
         ({}, {'hw_architecture': 'x86_64'}, {'hw_architecture': 'aarch64'},
          {'img_hv_type': 'kvm', 'hw_vm_mode': 'hvm'}))))
