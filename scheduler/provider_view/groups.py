@@ -60,6 +60,8 @@ class Candidates:
     #: (a host without children that hold what the query asks): its one
     #: combination needs no search when the query has no granular group
     alone: np.ndarray
+    #: per root of ``roots``, whether the root itself is among some slot's providers
+    root_serves: np.ndarray
 
 
 class _BySlot(Mapping[int, tuple[tuple[int, ...], ...]]):
@@ -120,6 +122,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     common = np.flatnonzero(anchors)
     by_slot = []
     alone = np.ones(len(common), dtype=bool)
+    serves = np.zeros(len(snapshot), dtype=bool)
     for keys, rows in pairs:
         kept = anchors[keys]
         keys, rows = keys[kept], rows[kept]
@@ -132,8 +135,9 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         by_slot.append((rows, start, end))
         if len(rows):
             alone &= (end - start == 1) & (rows[np.minimum(start, len(rows) - 1)] == common)
+        serves[rows[rows == keys]] = True
     return Candidates(rules, _cloud(snapshot, rules, used), common,
-                      _BySlot(common, by_slot), alone)
+                      _BySlot(common, by_slot), alone, serves[common])
 
 
 def _anchored(snapshot: ProviderSnapshot, mask: np.ndarray,
