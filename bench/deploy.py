@@ -525,6 +525,8 @@ class Deployment:
     query: str | None = None
     #: make_cloud's fill_mean of the seeded cloud
     fill_mean: float | None = None
+    #: make_cloud's nested of the seeded cloud
+    nested: bool = False
 
     @property
     def url(self) -> str:
@@ -536,20 +538,22 @@ class Deployment:
     def hosts_file(self) -> pathlib.Path:
         """The cloud's hosts file with heartbeats as of now (see write_hosts_file)."""
         return write_hosts_file(len(self.cloud.hosts), self.workdir / 'hosts.json',
-                                seed=self.cloud.seed, fill_mean=self.fill_mean)
+                                seed=self.cloud.seed, fill_mean=self.fill_mean,
+                                nested=self.nested)
 
 
 def write_hosts_file(hosts: int, path: pathlib.Path, *, seed: int = 20261122,
-                     fill_mean: float | None = None) -> pathlib.Path:
+                     fill_mean: float | None = None, nested: bool = False) -> pathlib.Path:
     """``make_cloud(hosts)``'s hosts file, heartbeats relative to now, as JSON (which
     is YAML too; the loader reads it). Same seed, same hosts and uuids as the
-    cloud seeded earlier: only the timestamps move."""
+    cloud seeded earlier (made with the same ``fill_mean`` and ``nested``: another
+    draws other uuids): only the timestamps move."""
     import json
 
     from bench.synthetic import make_cloud
 
-    path.write_text(json.dumps(make_cloud(hosts, seed=seed,
-                                          fill_mean=fill_mean).hosts_document()))
+    path.write_text(json.dumps(make_cloud(hosts, seed=seed, fill_mean=fill_mean,
+                                          nested=nested).hosts_document()))
     return path
 
 
@@ -583,7 +587,7 @@ def seeded_deployment(providers: int, *, seed: int = 20261122,
                 consumers = seed_cloud(placement.url, cloud)
             analyze(placement, vacuum=direct)
             yield Deployment(placement, cloud, workdir, time.monotonic() - started,
-                             consumers, fill_mean=fill_mean)
+                             consumers, fill_mean=fill_mean, nested=nested)
     finally:
         if not keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
