@@ -92,7 +92,7 @@ def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay
     found = groups.candidates(snapshot, query, used)
     rules, cloud = found.rules, found.cloud
     sharing = snapshot.with_trait(SHARING_TRAIT) if snapshot.sharing else None
-    settled, held = _settled_alone(snapshot, found)
+    settled, held = _settled_without_search(snapshot, found)
     kept = [root for root, known, holds in zip(found.roots.tolist(), settled.tolist(),
                                                held.tolist(), strict=True)
             if (sharing is None or not sharing[root])
@@ -102,7 +102,7 @@ def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay
     return TreeAnswer(snapshot, found, np.array(kept, dtype=np.intp), per_root)
 
 
-def _settled_alone(snapshot: ProviderSnapshot, found: groups.Candidates
+def _settled_without_search(snapshot: ProviderSnapshot, found: groups.Candidates
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Per candidate root, whether its tree is settled without a search, and if so
     whether it holds the query.
