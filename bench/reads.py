@@ -5,7 +5,7 @@ N[,N...]``): per size, one Placement on PostgreSQL seeded with the synthetic clo
 (bench.seed_sql), and the view's reader (:class:`PlacementDatabaseReader`) in this
 process. Between two reads the benchmark writes what a busy region writes in
 ``interval`` seconds: ``claims`` new instances' allocations (``PUT /allocations``
-on random hosts) and, in the rows "with deletions", ``deletes`` earlier
+on random hosts) and, in the rows "+ N deletions", ``deletes`` earlier
 instances' allocations removed (``DELETE /allocations/{consumer}``, which moves
 no provider's generation: Nova deletes instances that way). Then one read of
 what changed, timed on the reading thread's own CPU clock (what a worker spends,
@@ -15,9 +15,9 @@ workers turned off for the reader's session, so that one process does all of a
 statement's work; ``/proc`` counts in hundredths of a second, hence the means).
 
 Side by side in the same run, on the same database: one whole read (what a
-worker would pay every ``max_age`` without reads of changes), and reads of
-changes with each of the reader's settings given to ``--compare`` (none by
-default).
+worker would pay every ``max_age`` without reads of changes), and the baseline,
+the same reader counting the allocations at every read (``deletions_every=0``)
+as every read of changes did before ``DELETIONS_EVERY``, after the same writes.
 
 The target (the issue): a read of changes costs a worker the same CPU at 1,000
 and at 50,000 providers for the same writes.
