@@ -125,17 +125,17 @@ class PlacementDatabaseReader(DirectDatabase):
     ``refresh_reads`` reads of changes, a slice of them with each: the cost of a
     whole read spread over many, without its peak of memory (a whole read of
     50,000 providers passes about 50 MB through a worker; a slice of a thousand, a
-    few hundred kilobytes). A whole
-    read comes only first, and when providers were created or deleted, or a
-    quarter of them changed.
+    few hundred kilobytes). A whole read comes only first, and when providers
+    were created or deleted, or a quarter of them changed.
 
     When rows of allocations went, the providers that lost them are found by
     checksums of usage (:func:`usage_sums`): the database sums each bucket of
     providers' allocations, weighted, and only the buckets whose sum is not the
     snapshot's are summed again per provider. The database still scans its
     allocations then, but a worker receives a few hundred numbers instead of
-    every provider's usage (at 50,000 providers, 100 ms of a worker's CPU per
-    read that followed a deletion, against 20 for one that followed only claims).
+    every provider's usage: at 50,000 providers a read that followed a deletion
+    took 103 ms of a worker's CPU that way, 9 ms this way (doc/performance.md,
+    *Reads that do not grow with the cloud*).
     """
 
     def __init__(self, url: str, *, connect_timeout: int = 5, query_timeout: int = 30,
