@@ -236,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     print(render(rows))
     write_json(rows, args.output)
     if read_rows:
-        from bench import reads
+        from bench.cli import notes
         print()
-        print(reads.notes(read_rows))
+        print(notes(read_rows))
     if view_rows:
         from bench import plot, view
         print()

@@ -61,7 +61,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Iterator
@@ -71,6 +70,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench import cpu, deploy
+from bench.cli import notes, rows_per_size, settings_from, settings_parser
 from bench.e2e import _closed_loop, _Phase
 from bench.report import Row, render, write_json
 from bench.synthetic import CELL_UUID, SyntheticCloud
@@ -575,37 +575,20 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
 
 
 def run_all(sizes: list[int], settings: Settings | None = None) -> list[Row]:
-    rows: list[Row] = []
-    for n in sizes:
-        try:
-            rows.extend(run(n, settings))
-        except deploy.ServiceMissing:
-            raise
-        except Exception as e:  # noqa: BLE001 - one size lost, not the run
-            traceback.print_exc()
-            rows.append(Row('host data: the run at this size', n, None, target='completes',
-                            passed=False, note=f'{type(e).__name__}: {str(e)[:300]}'))
-    return rows
+    return rows_per_size('host data', sizes, lambda n: run(n, settings))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m bench.host_data',
-                                     description=__doc__.split('\n\n')[0])
+    parser = settings_parser('python -m bench.host_data', __doc__, Settings())
     parser.add_argument('--providers', default=','.join(map(str, DEFAULT_PROVIDERS)),
                         help='numbers of providers, comma-separated')
-    defaults = Settings()
-    for name, value in vars(defaults).items():
-        if isinstance(value, bool):
-            parser.add_argument(f'--{name.replace("_", "-")}', action='store_true')
-        else:
-            parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     parser.add_argument('--serve-stand-in', metavar='DOCUMENTS', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_stand_in:
         _serve(args.serve_stand_in)
         return 0
-    settings = Settings(**{name: getattr(args, name) for name in vars(defaults)})
+    settings = settings_from(args, Settings())
     sizes = [int(p) for p in args.providers.split(',') if p.strip()]
     try:
         rows = run_all(sizes, settings)
@@ -614,9 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(render(rows))
     print('\nnotes:')
-    for r in rows:
-        if r.note:
-            print(f'- {r.name} (N={r.n}): {r.note}')
+    print(notes(rows))
     if args.json:
         write_json(rows, args.json)
     return 1 if any(r.passed is False for r in rows) else 0

@@ -38,7 +38,6 @@ leaves to Placement says why instead of a latency.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import gc
@@ -56,6 +55,7 @@ from typing import Any
 import requests
 
 from bench import deploy
+from bench.cli import settings_from, settings_parser
 from bench.report import Row, render, write_json
 from bench.synthetic import SyntheticCloud, SyntheticHost, SyntheticProvider
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
@@ -594,14 +594,10 @@ def _explosion_target(results: list[Result], hosts: int) -> Row:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m bench.nested',
-                                     description=__doc__.split('\n\n')[0])
-    defaults = Options()
-    for name, value in vars(defaults).items():
-        parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
+    parser = settings_parser('python -m bench.nested', __doc__, Options())
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args(argv)
-    opts = Options(**{name: getattr(args, name) for name in vars(defaults)})
+    opts = settings_from(args, Options())
     try:
         results, report = run(opts)
     except deploy.ServiceMissing as e:

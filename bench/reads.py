@@ -39,6 +39,7 @@ from typing import Any
 import requests
 
 from bench import deploy
+from bench.cli import notes
 from bench.report import Row, render, write_json
 from scheduler.catalog.placement_db import PlacementDatabaseReader, reader_from_conf
 from scheduler.provider_view.snapshot import ProviderSnapshot
@@ -243,10 +244,6 @@ def run_all(sizes: list[int], opts: argparse.Namespace | None = None) -> list[Ro
         rows.extend(run(providers, opts))
         print(f'reads: {providers:,} providers done', file=sys.stderr, flush=True)
     return rows
-
-
-def notes(rows: list[Row]) -> str:
-    return '\n'.join(f'{row.name}, {row.n:,} providers: {row.note}' for row in rows)
 
 
 def main(argv: list[str] | None = None) -> int:

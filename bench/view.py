@@ -53,14 +53,12 @@ same granular query, whole.
 """
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import statistics
 import sys
 import threading
 import time
-import traceback
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable
@@ -68,6 +66,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import cpu, deploy
+from bench.cli import notes, rows_per_size, settings_from, settings_parser
 from bench.e2e import SERVICE_MICROVERSION, _closed_loop, _Phase, _phase_note, claim_first_of
 from bench.report import Row, render, write_json
 from bench.synthetic import SyntheticHost, SyntheticProvider
@@ -882,33 +881,16 @@ def curve(rows: list[Row]) -> str:
 
 def run_all(sizes: list[int], opts: Options | None = None) -> list[Row]:
     """Every size's rows; a size that fails is a failed row (the others still run)."""
-    rows: list[Row] = []
-    for n in sizes:
-        try:
-            rows.extend(run(n, opts))
-        except deploy.ServiceMissing:
-            raise
-        except Exception as e:  # noqa: BLE001 - one size lost, not the run
-            traceback.print_exc()
-            rows.append(Row('view: the run at this size', n, None, target='completes',
-                            passed=False, note=f'{type(e).__name__}: {str(e)[:300]}'))
-    return rows
+    return rows_per_size('view', sizes, lambda n: run(n, opts))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m bench.view',
-                                     description=__doc__.split('\n\n')[0])
+    parser = settings_parser('python -m bench.view', __doc__, Options())
     parser.add_argument('--providers', default=','.join(map(str, DEFAULT_PROVIDERS)),
                         help='numbers of providers, comma-separated')
-    defaults = Options()
-    for name, value in vars(defaults).items():
-        if isinstance(value, bool):
-            parser.add_argument(f'--{name.replace("_", "-")}', action='store_true')
-        else:
-            parser.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value)
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args(argv)
-    opts = Options(**{name: getattr(args, name) for name in vars(defaults)})
+    opts = settings_from(args, Options())
     sizes = [int(p) for p in args.providers.split(',') if p.strip()]
     try:
         rows = run_all(sizes, opts)
@@ -919,9 +901,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.nested:
         # What went to Placement and why, and each kind's answers, are in the notes.
         print('\nnotes:')
-        for r in rows:
-            if r.note:
-                print(f'- {r.name} (N={r.n}): {r.note}')
+        print(notes(rows))
     print()
     print(curve(rows))
     if args.json:
