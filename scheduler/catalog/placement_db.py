@@ -68,7 +68,9 @@ GENERATIONS = 'SELECT id, generation FROM resource_providers'
 #: provider's usage (:func:`usage_sums` computes the same from a snapshot). Its
 #: largest sum, over a bucket of providers, stays far inside 64 bits (Placement's
 #: amounts are 32-bit; ratio, weight and classes add about 25 bits).
-_WEIGHT = '((resource_provider_id * 31 + resource_class_id) % 9973 + 1)'
+_WEIGHT_FACTOR, _WEIGHT_MODULUS = 31, 9973
+_WEIGHT = (f'((resource_provider_id * {_WEIGHT_FACTOR} + resource_class_id) '
+           f'% {_WEIGHT_MODULUS} + 1)')
 #: PostgreSQL would multiply two 32-bit integers in 32 bits; MySQL and SQLite use 64.
 _WIDE_USED = {'postgresql': 'CAST(used AS BIGINT)'}
 #: Providers per bucket of the first comparison of checksums (buckets: ``id % n``).
@@ -253,7 +255,6 @@ class PlacementDatabaseReader(DirectDatabase):
             generations, changed,
             inventories=names.classes(of_changed(INVENTORIES, 8, dtype=np.float64)),
             usages=names.classes(of_changed(USAGES, 3, USAGES_GROUPING)),
-            usages_of_all=False,
             traits=names.traits(of_changed(TRAITS, 2)),
             aggregates=names.aggregates(of_changed(AGGREGATES, 2)),
             marks=marks)
@@ -306,7 +307,8 @@ def usage_sums(snapshot: ProviderSnapshot, class_ids: Mapping[str, int]) -> np.n
     sums = np.zeros(len(snapshot), dtype=np.int64)
     for rc, inventory in snapshot.inventories.items():
         ids = snapshot.ids[inventory.rows]
-        sums[inventory.rows] += inventory.used * ((ids * 31 + class_ids[rc]) % 9973 + 1)
+        weight = (ids * _WEIGHT_FACTOR + class_ids[rc]) % _WEIGHT_MODULUS + 1
+        sums[inventory.rows] += inventory.used * weight
     return sums
 
 

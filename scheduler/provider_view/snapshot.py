@@ -399,14 +399,14 @@ class ProviderSnapshot:
 
     def with_changes(self, generations: np.ndarray, changed_ids: Sequence[int], *,
                      inventories: Keyed | Iterable[InventoryRow],
-                     usages: Keyed | Iterable[UsageRow], usages_of_all: bool,
+                     usages: Keyed | Iterable[UsageRow],
                      traits: Keyed | Iterable[NameRow], aggregates: Keyed | Iterable[NameRow],
                      marks: object) -> ProviderSnapshot:
         """This snapshot with the providers ``changed_ids`` read again: their
         inventories, traits and aggregates are exactly the rows given, and so are
-        their usages (every provider's, with ``usages_of_all``). ``generations``:
-        every provider's, in row order. The providers themselves (ids, uuids,
-        parents) must be the same; the reader reads all again otherwise."""
+        their usages. ``generations``: every provider's, in row order. The
+        providers themselves (ids, uuids, parents) must be the same; the reader
+        reads all again otherwise."""
         inventories = _as_keyed(inventories, 6, np.float64)
         usages = _as_keyed(usages, 1)
         traits, aggregates = _as_keyed(traits), _as_keyed(aggregates)
@@ -420,9 +420,7 @@ class ProviderSnapshot:
             patch = _inventories(changed, inventories, rows_of=rows)
             for rc in set(columns) | set(patch):
                 columns[rc] = _patched(columns.get(rc), patch.get(rc), rows)
-        if usages_of_all:
-            columns = _with_usages(columns, self.ids, usages)
-        elif len(rows):
+        if len(rows):
             columns = _with_usages(columns, changed, usages, rows_of=rows)
         columns = {rc: inv for rc, inv in columns.items() if len(inv)}
         snapshot = ProviderSnapshot.__new__(ProviderSnapshot)

@@ -634,7 +634,7 @@ def _view_whose_second_read_changes_a(vcpu_total: int, usages: list) -> tuple[Pr
         first.generations + [1, 0], [1],
         inventories=[(1, rc, total, 0, 1, total, 1, 1.0) for rc, total in (
             ('VCPU', vcpu_total), ('MEMORY_MB', 65536), ('DISK_GB', 1000))],
-        usages=usages, usages_of_all=False, traits=[], aggregates=[], marks=None)
+        usages=usages, traits=[], aggregates=[], marks=None)
     return ProviderView(Reads(first, second), max_age=1.0, clock=lambda: now[0],
                         read_behind=False), now
 
