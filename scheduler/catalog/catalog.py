@@ -487,10 +487,12 @@ class HostCatalog:
         with self._lock:
             snapshot = self._nova.snapshot
             old = snapshot.services
-            changed = {host for host in old.keys() | services.keys()
-                       if host not in old or host not in services
-                       or (old[host] != services[host]
-                           and _service_fields(old[host]) != _service_fields(services[host]))}
+            # The parser hands back the same object for a record that did not move.
+            changed = {host for host, service in services.items()
+                       if (before := old.get(host)) is not service
+                       and (before is None
+                            or _service_fields(before) != _service_fields(service))}
+            changed.update(old.keys() - services.keys())
             if not changed and snapshot.unknown_services == tuple(unknown):
                 return
             self._changed(changed if snapshot.unknown_services == tuple(unknown) else None)

@@ -134,37 +134,78 @@ def parse_services(body: Any) -> tuple[dict[str, ServiceState], list[str]]:
     Other binaries are ignored (the query asks for nova-compute only, but a
     filter the API ignored must not turn a conductor into a compute host).
     """
-    services: dict[str, ServiceState] = {}
-    unknown: list[str] = []
-    for i, item in enumerate(_list_in(body, 'services')):
-        where = f'services[{i}]'
-        _require_mapping(item, where)
-        if item.get('binary') != COMPUTE_BINARY:
-            continue
-        host = _string(item.get('host'), f'{where}.host')
-        status = item.get('status')
-        if status not in ('enabled', 'disabled'):
-            if str(status).upper() == 'UNKNOWN':  # a down cell (2.69+): no data
-                unknown.append(host)
+    return ServicesParser().parse(body)
+
+
+class ServicesParser:
+    """:func:`parse_services` for a caller that reads the same services again and
+    again (before every request, by default).
+
+    A record whose fields are all as they were at the last read gives the same
+    :class:`ServiceState` object as then, without being validated and parsed
+    again: between two reads a few milliseconds apart only the services that
+    sent a heartbeat in between change (``updated_at``), and parsing every
+    record again cost several times the JSON decoding (0.37 s against 0.14 s
+    for 50,000 services). The answer is equal to a fresh parse's; two threads
+    may parse at once (the memory is a shortcut, any last read's is right).
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[Any, ...], ServiceState] = {}
+
+    def parse(self, body: Any) -> tuple[dict[str, ServiceState], list[str]]:
+        services: dict[str, ServiceState] = {}
+        unknown: list[str] = []
+        last, seen = self._last, {}
+        for i, item in enumerate(_list_in(body, 'services')):
+            if not isinstance(item, dict):
+                _require_mapping(item, f'services[{i}]')
+            if item.get('binary') != COMPUTE_BINARY:
                 continue
-            raise NovaApiError(f'{where}.status: expected enabled or disabled, got {status!r}')
-        state = item.get('state')
-        if state not in ('up', 'down'):
-            raise NovaApiError(f'{where}.state: expected up or down, got {state!r}')
-        reason = item.get('disabled_reason')
-        if reason is not None and not isinstance(reason, str):
-            raise NovaApiError(f'{where}.disabled_reason: expected a string, got {reason!r}')
-        forced_down = item.get('forced_down', False)
-        if not isinstance(forced_down, bool):
-            raise NovaApiError(f'{where}.forced_down: expected true or false, '
-                               f'got {forced_down!r}')
-        service = ServiceState(
-            host=host, up=state == 'up', disabled=status == 'disabled',
-            disabled_reason=reason or None, forced_down=forced_down,
-            updated_at=_timestamp(item.get('updated_at'), f'{where}.updated_at'))
-        previous = services.get(host)
-        services[host] = service if previous is None else _worse(previous, service)
-    return services, unknown
+            key = (item.get('host'), item.get('status'), item.get('state'),
+                   item.get('disabled_reason'), item.get('forced_down', False),
+                   item.get('updated_at'))
+            try:
+                # 1 == True: a forced_down of another type must meet _service's check.
+                service = last.get(key) if type(key[4]) is bool else None
+            except TypeError:  # an unhashable value: _service says what is wrong with it
+                service = None
+            if service is None:
+                where = f'services[{i}]'
+                parsed = _service(item, where)
+                if parsed is None:
+                    unknown.append(_string(item.get('host'), f'{where}.host'))
+                    continue
+                service = parsed
+            seen[key] = service
+            previous = services.get(service.host)
+            services[service.host] = service if previous is None else _worse(previous, service)
+        self._last = seen
+        return services, unknown
+
+
+def _service(item: Mapping[str, Any], where: str) -> ServiceState | None:
+    """One nova-compute record; None for a service in a down cell (no data)."""
+    host = _string(item.get('host'), f'{where}.host')
+    status = item.get('status')
+    if status not in ('enabled', 'disabled'):
+        if str(status).upper() == 'UNKNOWN':  # a down cell (2.69+): no data
+            return None
+        raise NovaApiError(f'{where}.status: expected enabled or disabled, got {status!r}')
+    state = item.get('state')
+    if state not in ('up', 'down'):
+        raise NovaApiError(f'{where}.state: expected up or down, got {state!r}')
+    reason = item.get('disabled_reason')
+    if reason is not None and not isinstance(reason, str):
+        raise NovaApiError(f'{where}.disabled_reason: expected a string, got {reason!r}')
+    forced_down = item.get('forced_down', False)
+    if not isinstance(forced_down, bool):
+        raise NovaApiError(f'{where}.forced_down: expected true or false, '
+                           f'got {forced_down!r}')
+    return ServiceState(
+        host=host, up=state == 'up', disabled=status == 'disabled',
+        disabled_reason=reason or None, forced_down=forced_down,
+        updated_at=_timestamp(item.get('updated_at'), f'{where}.updated_at'))
 
 
 def _worse(a: ServiceState, b: ServiceState) -> ServiceState:

@@ -72,6 +72,7 @@ class NovaComputeReader:
         self._microversion = check_microversion(microversion)
         self._timeout = (connect_timeout, read_timeout)
         self._page_size = page_size
+        self._services = nova_api.ServicesParser()
 
     def read(self) -> NovaSnapshot:
         """Aggregates, nova-compute services and every hypervisor page; NovaApiError on
@@ -98,8 +99,8 @@ class NovaComputeReader:
     def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
         """``GET /os-services?binary=nova-compute``: (state by service host, hosts in
         down cells)."""
-        return nova_api.parse_services(
-            self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY}))
+        body = self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY})
+        return self._services.parse(body)
 
     def read_hypervisor(self, provider_uuid: str) -> HypervisorInfo | None:
         """``GET /os-hypervisors/{uuid}``: one compute node (its id is the root

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import random
 
 import pytest
 
@@ -88,6 +89,61 @@ def test_a_malformed_compute_service_is_an_error(change):
     body = {'services': [dict(samples.compute_service('h'), **change)]}
     with pytest.raises(NovaApiError, match=r'services\[0\]'):
         nova_api.parse_services(body)
+
+
+def _services_read(rng, hosts):
+    """A GET /os-services answer: each host up or down, enabled or disabled, forced
+    down or not, with a heartbeat from a small set (so reads repeat records)."""
+    services = []
+    for host in hosts:
+        disabled = rng.random() < 0.2
+        service = samples.compute_service(
+            host, up=rng.random() < 0.8, disabled=disabled,
+            reason=rng.choice([None, 'maintenance']) if disabled else None,
+            forced_down=rng.random() < 0.1,
+            updated_at=f'2026-11-27T16:00:0{rng.randrange(3)}.000000')
+        services.append(service)
+    if rng.random() < 0.3:  # a down cell
+        services.append({'binary': 'nova-compute', 'host': rng.choice(hosts),
+                         'status': 'UNKNOWN'})
+    return {'services': services}
+
+
+def test_a_parser_that_remembers_the_last_read_answers_as_a_fresh_parse_of_each():
+    rng = random.Random(7)
+    hosts = [f'compute{i}' for i in range(12)] + ['compute0']  # one host in two cells
+    parser = nova_api.ServicesParser()
+    for _ in range(200):
+        body = _services_read(rng, hosts)
+        assert parser.parse(body) == nova_api.parse_services(body)
+
+
+def test_a_record_as_it_was_at_the_last_read_gives_the_same_state_and_a_heartbeat_a_new_one():
+    parser = nova_api.ServicesParser()
+    first, _ = parser.parse(samples.SERVICES)
+    body = copy.deepcopy(samples.SERVICES)
+    beat = next(s for s in body['services'] if s['host'] == 'compute1')
+    beat['updated_at'] = '2012-10-29T13:42:15.000000'
+    second, _ = parser.parse(body)
+    assert second['compute2'] is first['compute2']
+    assert second['compute1'] is not first['compute1']
+    assert second['compute1'].updated_at == datetime.datetime(2012, 10, 29, 13, 42, 15,
+                                                              tzinfo=UTC)
+
+
+@pytest.mark.parametrize('change', [{'forced_down': 1}, {'forced_down': 0},
+                                    {'disabled_reason': ['a list']}])
+def test_a_remembered_record_turned_malformed_is_still_an_error(change):
+    """1 == True and 0 == False as dictionary keys: the remembered state must not
+    stand in for a value _service would refuse."""
+    parser = nova_api.ServicesParser()
+    good = {'services': [samples.compute_service('h', forced_down=True),
+                         samples.compute_service('g')]}
+    parser.parse(good)
+    bad = copy.deepcopy(good)
+    bad['services'][0 if change.get('forced_down') == 1 else 1].update(change)
+    with pytest.raises(NovaApiError, match=r'services\[\d\]'):
+        parser.parse(bad)
 
 
 def test_hypervisors_give_provider_uuid_nodename_service_host_and_host_facts():
