@@ -1,0 +1,98 @@
+"""The snapshot's index of uuids and its trees, held as columns, say what a dict of
+uuids and a list of rows per tree said (scheduler/provider_view/snapshot.py)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from scheduler.provider_view.snapshot import ProviderSnapshot, _Index
+
+
+def forest(rng: random.Random, n: int) -> ProviderSnapshot:
+    """``n`` providers with random ids (a child's often lower than its root's) and
+    random trees of any depth."""
+    ids = rng.sample(range(1, 10 * n + 2), n)
+    parent: dict[int, int | None] = {}
+    for i, provider in enumerate(ids):
+        parent[provider] = rng.choice(ids[:i]) if i and rng.random() < 0.6 else None
+    rows = [(provider, f'uuid-{provider}', 1, parent[provider]) for provider in ids]
+    rng.shuffle(rows)
+    return ProviderSnapshot.from_rows(rows, [], [], [], [])
+
+
+def trees_as_lists(snapshot: ProviderSnapshot) -> dict[int, list[int]]:
+    """What the snapshot held before: per root of a tree of more than it, its rows."""
+    trees: dict[int, list[int]] = {}
+    for row, root in enumerate(snapshot.roots.tolist()):
+        if root != row:
+            trees.setdefault(root, [root]).append(row)
+    return {root: sorted(rows) for root, rows in trees.items()}
+
+
+@pytest.mark.parametrize('seed', range(40))
+def test_trees_and_index_say_what_lists_and_a_dict_of_the_same_providers_say(seed):
+    rng = random.Random(seed)
+    snapshot = forest(rng, rng.randint(0, 60))
+
+    expected = trees_as_lists(snapshot)
+    assert dict(snapshot.trees) == expected
+    assert len(snapshot.trees) == len(expected)
+    assert snapshot.nested == bool(expected)
+    for row in range(len(snapshot)):
+        assert snapshot.tree(row) == expected.get(row, [row])
+    assert dict(snapshot.index) == {rp: row for row, rp in enumerate(snapshot.uuids)}
+
+
+def test_a_root_with_a_higher_id_than_its_children_is_in_its_tree_in_row_order():
+    snapshot = ProviderSnapshot.from_rows(
+        [(9, 'root', 1, None), (3, 'child', 1, 9), (12, 'grandchild', 1, 3),
+         (5, 'alone', 1, None)], [], [], [], [])
+
+    # Rows in the order of the ids: child 3, alone 5, root 9, grandchild 12.
+    root = snapshot.index['root']
+    assert root == 2
+    assert snapshot.tree(root) == [0, 2, 3]
+    assert dict(snapshot.trees) == {2: [0, 2, 3]}
+    assert snapshot.tree(snapshot.index['alone']) == [snapshot.index['alone']]
+    assert snapshot.trees.get(snapshot.index['child']) is None
+
+
+class _SameHash(str):
+    """A uuid whose hash is every other's: the index must compare the uuids."""
+
+    def __hash__(self) -> int:
+        return 7
+
+
+def test_uuids_of_one_hash_are_each_found_at_their_own_row():
+    uuids = [_SameHash(f'uuid-{i}') for i in range(5)]
+    index = _Index(uuids)
+
+    assert [index[rp] for rp in uuids] == [0, 1, 2, 3, 4]
+    assert _SameHash('uuid-9') not in index
+    assert index.get(_SameHash('uuid-9')) is None
+
+
+def test_what_the_snapshot_does_not_hold_is_not_in_its_index():
+    snapshot = ProviderSnapshot.from_rows([(1, 'a', 1, None), (2, 'b', 1, 1)], [], [], [], [])
+
+    assert 'c' not in snapshot.index
+    assert snapshot.index.get('c') is None
+    assert snapshot.index.get(1) is None  # type: ignore[call-overload]
+    with pytest.raises(KeyError):
+        snapshot.index['c']
+    assert list(snapshot.index) == ['a', 'b']
+    assert len(snapshot.index) == 2
+
+
+def test_inventory_rows_are_the_providers_rows():
+    snapshot = ProviderSnapshot.from_rows(
+        [(4, 'a', 1, None), (2, 'b', 1, None)],
+        [(4, 'VCPU', 8, 0, 1, 8, 1, 1.0), (2, 'VCPU', 4, 0, 1, 4, 1, 1.0)], [], [], [])
+
+    inv = snapshot.inventories['VCPU']
+    assert inv.rows.tolist() == [snapshot.index['b'], snapshot.index['a']]
+    assert np.array_equal(snapshot.ids[inv.rows], [2, 4])
+    assert inv.total.tolist() == [4, 8]
