@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import random
 
 import pytest
@@ -54,7 +55,7 @@ def test_services_are_compute_services_by_host_with_nova_s_verdict():
     assert unknown == []
     up = services['compute1']
     assert (up.up, up.disabled, up.forced_down, up.disabled_reason) == (True, False, False, None)
-    assert up.updated_at == datetime.datetime(2012, 10, 29, 13, 42, 5, tzinfo=UTC)
+    assert up.updated_at is None  # Nova's verdict decides, not our age of its heartbeat
     down = services['compute2']
     assert (down.up, down.disabled, down.forced_down) == (False, True, True)
     assert down.disabled_reason == 'hardware repair'
@@ -118,17 +119,35 @@ def test_a_parser_that_remembers_the_last_read_answers_as_a_fresh_parse_of_each(
         assert parser.parse(body) == nova_api.parse_services(body)
 
 
-def test_a_record_as_it_was_at_the_last_read_gives_the_same_state_and_a_heartbeat_a_new_one():
+def test_an_unchanged_record_gives_the_same_state_and_an_up_service_s_heartbeat_is_no_change():
     parser = nova_api.ServicesParser()
     first, _ = parser.parse(samples.SERVICES)
     body = copy.deepcopy(samples.SERVICES)
-    beat = next(s for s in body['services'] if s['host'] == 'compute1')
-    beat['updated_at'] = '2012-10-29T13:42:15.000000'
+    for service in body['services']:
+        service['updated_at'] = '2012-10-29T13:42:15.000000'
     second, _ = parser.parse(body)
-    assert second['compute2'] is first['compute2']
-    assert second['compute1'] is not first['compute1']
-    assert second['compute1'].updated_at == datetime.datetime(2012, 10, 29, 13, 42, 15,
-                                                              tzinfo=UTC)
+    assert second['compute1'] is first['compute1']          # up: its heartbeat is not kept
+    assert second['compute2'] is not first['compute2']      # down: its last heartbeat is
+    assert second['compute2'].last_seen_up == datetime.datetime(2012, 10, 29, 13, 42, 15,
+                                                                tzinfo=UTC)
+
+
+def test_the_keys_of_a_read_give_another_parser_the_same_states():
+    rng = random.Random(11)
+    hosts = [f'compute{i}' for i in range(12)] + ['compute0']
+    reader, follower = nova_api.ServicesParser(), nova_api.ServicesParser()
+    for _ in range(50):
+        body = _services_read(rng, hosts)
+        services, unknown, keys = reader.parse_with_keys(body)
+        shipped = json.loads(json.dumps(keys))   # as workers hand them over
+        assert follower.parse_keys(shipped) == (services, unknown)
+
+
+@pytest.mark.parametrize('keys', [{'a': 1}, [['h', 'enabled', 'up']],
+                                  [['h', 'enabled', 'sideways', None, False, None]]])
+def test_malformed_keys_from_another_worker_are_an_error(keys):
+    with pytest.raises(NovaApiError):
+        nova_api.ServicesParser().parse_keys(keys)
 
 
 @pytest.mark.parametrize('change', [{'forced_down': 1}, {'forced_down': 0},
