@@ -19,6 +19,7 @@ from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
+from scheduler.catalog.shared_services import SharedReads
 from scheduler.conf import upgrade_levels
 from scheduler.conf.placement import load_client
 from scheduler.journal.log import JournalError
@@ -110,11 +111,13 @@ class SchedulerService:
                  catalog: HostCatalog | None = None,
                  worker_index: int = 0,
                  notification_transport: messaging.Transport | None = None,
-                 claims_board: ClaimsBoard | None = None):
+                 claims_board: ClaimsBoard | None = None,
+                 service_reads: SharedReads | None = None):
         self.conf = conf
         self.catalog = catalog if catalog is not None else build_catalog(conf)
-        # Host data from Nova's compute API, when [nova] has credentials (None: off).
-        self.nova_sync = nova_sync_from_conf(conf, self.catalog)
+        # Host data from Nova's compute API, when [nova] has credentials (None: off);
+        # the compute services' state read by turns with the other workers.
+        self.nova_sync = nova_sync_from_conf(conf, self.catalog, service_reads)
         # NUMA topologies and PCI pools from Nova's cell databases (None: off).
         self.cell_db_sync = cell_db_sync_from_conf(conf, self.catalog)
         # The cell databases first: they also say which cell a node is in.

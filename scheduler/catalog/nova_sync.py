@@ -26,6 +26,7 @@ from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
 from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot, ServiceState
 from scheduler.catalog.periodic import PeriodicSync
+from scheduler.catalog.shared_services import SharedReads
 from scheduler.conf.ksa import load_adapter
 from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
 from scheduler.exceptions import ConfigurationError
@@ -99,8 +100,18 @@ class NovaComputeReader:
     def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
         """``GET /os-services?binary=nova-compute``: (state by service host, hosts in
         down cells)."""
+        services, unknown, _ = self.read_service_keys()
+        return services, unknown
+
+    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
+                                         list[nova_api.ServiceKey]]:
+        """:meth:`read_services` and the read's keys, for the workers sharing it."""
         body = self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY})
-        return self._services.parse(body)
+        return self._services.parse_with_keys(body)
+
+    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
+        """The states of another worker's read (its keys)."""
+        return self._services.parse_keys(keys)
 
     def read_hypervisor(self, provider_uuid: str) -> HypervisorInfo | None:
         """``GET /os-hypervisors/{uuid}``: one compute node (its id is the root
@@ -161,6 +172,7 @@ class NovaSync(PeriodicSync):
 
     def __init__(self, catalog: HostCatalog, reader: NovaComputeReader, *, interval: float,
                  service_state_max_age: float | None = None,
+                 shared: SharedReads | None = None,
                  clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
@@ -171,6 +183,11 @@ class NovaSync(PeriodicSync):
         self._clock = clock
         self._services_lock = threading.Lock()
         self._services_read_at: float | None = None  # when the last services read began
+        # The reads of the other workers of this service, and which of their
+        # changes this worker holds (its keys: what it compares its own reads with).
+        self._shared = shared
+        self._held_change: int | None = None
+        self._held_keys: list[tuple[Any, ...]] | None = None
 
     def fresh_service_states(self) -> None:
         """Make the compute services' state at most ``service_state_max_age`` seconds
@@ -178,8 +195,9 @@ class NovaSync(PeriodicSync):
 
         One read at a time, applied before the next one starts (an older read can
         never land after a newer one): requests that queued behind a read begun
-        after they arrived use it instead of reading again. A failed read keeps the
-        last good state (logged).
+        after they arrived use it instead of reading again; with the other workers
+        of the service sharing their reads, whichever worker's read it was. A failed
+        read keeps the last good state (logged).
         """
         if self._max_age is None:
             return
@@ -187,6 +205,10 @@ class NovaSync(PeriodicSync):
         with self._services_lock:
             read_at = self._services_read_at
             if read_at is not None and read_at >= wanted_after:
+                return
+            if self._shared is not None:
+                with self._shared.turn():
+                    self._take_turn(wanted_after)
                 return
             started = self._clock()
             try:
@@ -197,6 +219,40 @@ class NovaSync(PeriodicSync):
                 return
             self._catalog.apply_service_states(services, unknown)
             self._services_read_at = started
+
+    def _take_turn(self, wanted_after: float) -> None:
+        """In this worker's turn: take the last read when it began after
+        ``wanted_after``, else read and hand the read to the others."""
+        assert self._shared is not None
+        published = self._shared.published()
+        if published.read_at is not None and published.read_at >= wanted_after:
+            if published.change != self._held_change:
+                try:
+                    keys = self._shared.keys()
+                    services, unknown = self._reader.states_of_keys(keys)
+                except (OSError, ValueError, NovaApiError) as e:
+                    LOG.warning('the other workers\' compute services read could not be '
+                                'taken (%s); deciding with the last state this worker '
+                                'holds', e)
+                    return
+                self._catalog.apply_service_states(services, unknown)
+                self._held_change, self._held_keys = published.change, [tuple(k) for k in keys]
+            self._services_read_at = published.read_at
+            return
+        started = self._clock()
+        try:
+            services, unknown, keys = self._reader.read_service_keys()
+        except NovaApiError as e:
+            LOG.warning('compute API services read failed (%s); deciding with the state '
+                        'of %s', e, 'the last read' if self._services_read_at else 'no sync yet')
+            return
+        # Keys unlike those of the last change this worker holds are a change (or,
+        # when another worker's change came since, may be one).
+        changed = published.change != self._held_change or keys != self._held_keys
+        published = self._shared.publish(started, keys if changed else None)
+        self._held_change, self._held_keys = published.change, keys
+        self._catalog.apply_service_states(services, unknown)
+        self._services_read_at = started
 
     def sync_once(self) -> bool:
         """One read-and-apply; False (logged, catalog unchanged) when the read failed."""
@@ -276,8 +332,17 @@ class NovaSync(PeriodicSync):
             and (wanted_host is None or h.service_host.lower() == wanted_host))
 
 
-def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync | None:
-    """The sync ``[nova]`` asks for, or None when it is off (no auth_type, or interval 0).
+def reads_service_states(conf: cfg.ConfigOpts) -> bool:
+    """Whether ``[nova]`` has requests read the compute services' state (then the
+    workers of a service share those reads: :mod:`scheduler.catalog.shared_services`)."""
+    opts = conf[GROUP]
+    return bool(opts.auth_type) and opts.sync_interval > 0 and opts.service_state_max_age >= 0
+
+
+def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
+                        shared: SharedReads | None = None) -> NovaSync | None:
+    """The sync ``[nova]`` asks for, or None when it is off (no auth_type, or interval 0);
+    ``shared``: the reads of the compute services' state of the service's other workers.
 
     ConfigurationError for options that cannot work (bad microversion, an auth
     plugin that does not load); the service refuses to start then.
@@ -302,5 +367,6 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog) -> NovaSync 
              f'before a request when older than {max_age}s' if max_age > 0 else
              'with the sync only')
     return NovaSync(catalog, reader, interval=opts.sync_interval,
-                    service_state_max_age=max_age if max_age >= 0 else None)
+                    service_state_max_age=max_age if max_age >= 0 else None,
+                    shared=shared if max_age >= 0 else None)
 

@@ -21,6 +21,8 @@ from oslo_log import log as oslo_logging
 
 from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
+from scheduler.catalog.nova_sync import reads_service_states
+from scheduler.catalog.shared_services import SharedReads
 from scheduler.conf.scheduler import provider_view_on
 from scheduler.memory import heap
 from scheduler.provider_view.siblings import ClaimsBoard
@@ -35,7 +37,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
-               claims_board: ClaimsBoard | None = None) -> int:
+               claims_board: ClaimsBoard | None = None,
+               service_reads: SharedReads | None = None) -> int:
     """Serve until SIGTERM/SIGINT, then drain in-flight calls; returns the exit code."""
     from scheduler.service import SchedulerService  # after fork: own transport, threads
 
@@ -46,7 +49,7 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
         signal.signal(sig, lambda *_: stop.set())
     try:
         service = SchedulerService(conf, worker_index=worker_index,
-                                   claims_board=claims_board)
+                                   claims_board=claims_board, service_reads=service_reads)
     except exc.ConfigurationError as e:
         LOG.error('cannot start: %s', e)
         return EXIT_CONFIG
@@ -97,6 +100,9 @@ class Supervisor:
         # they are forked (scheduler/provider_view/siblings.py).
         self.claims_board = (ClaimsBoard(workers)
                              if provider_view_on(conf) else None)
+        # The workers read the compute services' state by turns (made before they
+        # are forked: scheduler/catalog/shared_services.py).
+        self.service_reads = SharedReads.create() if reads_service_states(conf) else None
 
     def _spawn(self, index: int) -> None:
         parent = os.getpid()
@@ -109,7 +115,7 @@ class Supervisor:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, signal.SIG_DFL)
                 _stop_when_parent_dies(parent)
-                code = run_worker(self.conf, index, self.claims_board)
+                code = run_worker(self.conf, index, self.claims_board, self.service_reads)
             except Exception:
                 LOG.exception('worker crashed')
             finally:
@@ -162,6 +168,8 @@ class Supervisor:
                 time.sleep(_MIN_WORKER_LIFETIME)
             if not self.stopping:
                 self._spawn(index)
+        if self.service_reads is not None:
+            self.service_reads.remove()
         return code
 
 

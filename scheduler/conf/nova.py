@@ -45,8 +45,9 @@ nova_opts = [
     cfg.FloatOpt('service_state_max_age', default=0.0, min=-1.0,
                  help='How old, in seconds, the compute services\' state (disabled, forced '
                       'down, up) may be when a request is decided; older, the request first '
-                      'reads GET /os-services?binary=nova-compute (one read at a time, '
-                      'shared by the requests waiting for it). 0, the default: before every '
+                      'reads GET /os-services?binary=nova-compute (one read at a time for '
+                      'all the workers of the service, taken by every request that arrived '
+                      'before it began). 0, the default: before every '
                       'request, as nova-scheduler reads its services table per request, so '
                       'a host disabled or forced down through the API is never chosen '
                       'after the API answered. -1: only with the periodic sync.'),

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from scheduler.catalog import HostCatalog
 from scheduler.rpc.client import SchedulerClient
 from scheduler.service import SchedulerService
 from tests.builders import boot_spec, chosen_host
@@ -110,3 +111,45 @@ def test_with_service_state_max_age_negative_only_the_sync_reads_services(
     # The state the sync read still stands: an operator's choice of staleness.
     assert chosen_host(running.client, boot_spec()) == 'plain-host'
     assert fake_nova.requests.count('/v2.1/os-services') == reads
+
+
+def test_workers_sharing_their_reads_never_choose_a_host_disabled_before_the_requests(
+        cloud, fake_nova, placement, transport_url):
+    """Two workers of one service on one queue, reading the compute services' state
+    by turns: whichever worker answers, and whichever read it takes, a host forced
+    down before the requests were sent is not chosen."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scheduler.catalog.shared_services import SharedReads
+    from scheduler.rpc.transport import get_transport
+    from tests.builders import SERVICE_CELL
+    from tests.fixtures.service import conf_for
+
+    topic = f'scheduler-test-{uuid.uuid4().hex[:8]}'
+    conf = conf_for(placement.url, transport_url, **{
+        'scheduler.rpc_topic': topic, 'scheduler.workers': 2,
+        **fake_nova.options(startup_sync_timeout=60)})
+    reads = SharedReads.create()
+    transport = get_transport(conf)
+    workers = [SchedulerService(conf, transport=transport, service_reads=reads, worker_index=i,
+                                catalog=HostCatalog(default_cell_uuid=SERVICE_CELL))
+               for i in range(2)]
+    try:
+        for worker in workers:
+            worker.start()
+        client = SchedulerClient(transport, topic=topic, timeout=60)
+        assert chosen_host(client, boot_spec()) == 'plain-host'
+
+        fake_nova.services = [samples.compute_service('plain-host', up=False, forced_down=True),
+                              samples.compute_service('az-host'),
+                              samples.compute_service('disabled-host', disabled=True)]
+        with ThreadPoolExecutor(6) as pool:  # az-host has room for 7 more
+            chosen = list(pool.map(lambda _: chosen_host(client, boot_spec()), range(6)))
+
+        assert set(chosen) == {'az-host'}
+    finally:
+        for worker in workers:
+            worker.stop()
+            worker.wait()
+        transport.cleanup()
+        reads.remove()

@@ -15,6 +15,7 @@ from scheduler.catalog.nova_sync import (
     check_microversion,
     nova_sync_from_conf,
 )
+from scheduler.catalog.shared_services import SharedReads
 from scheduler.exceptions import ConfigurationError
 from scheduler.objects.spec import Aggregate
 from tests.fixtures import nova_api_samples as samples
@@ -351,3 +352,159 @@ def test_requests_queued_behind_a_services_read_begun_after_they_arrived_reuse_i
 
     assert reader.reads == 2        # not 3: the last request used the read begun at 1
     assert catalog.snapshot_stats()['nova_services'] == 1
+
+
+# ------------------------------------------- the workers of a service share their reads
+
+class Worker:
+    """One worker of a service: its own catalog, reader and descriptor of the shared
+    files; the compute API answers what ``api`` holds at the time."""
+
+    def __init__(self, directory, api, clock):
+        self.catalog = HostCatalog(default_cell_uuid=CELL)
+        self.catalog.add_hypervisors([HypervisorInfo(RP1, 'compute1', 'compute1'),
+                                      HypervisorInfo(RP2, 'compute2', 'compute2')])
+        self.reader, self.adapter = reader_for(api)
+        self.sync = NovaSync(self.catalog, self.reader, interval=3600,
+                             service_state_max_age=0.0, shared=SharedReads(directory),
+                             clock=clock)
+
+    def reads(self) -> int:
+        return sum(1 for asked in self.adapter.asked if asked[0] == '/os-services')
+
+    def disabled(self, host: str) -> bool:
+        return self.catalog.record_for_provider({'compute1': RP1, 'compute2': RP2}[host],
+                                                None).disabled
+
+
+def services_answer(*disabled: str):
+    return _Response(200, {'services': [
+        samples.compute_service(host, disabled=host in disabled,
+                                reason='repair' if host in disabled else None)
+        for host in ('compute1', 'compute2')]})
+
+
+@pytest.fixture
+def shared(tmp_path):
+    reads = SharedReads.create()
+    yield reads
+    reads.remove()
+
+
+def test_a_worker_whose_request_came_before_another_worker_s_read_began_takes_that_read(shared):
+    now = [1.0]
+    api = {('/os-services', None): services_answer('compute2')}
+    a, b = (Worker(shared.directory, api, lambda: now[0]) for _ in range(2))
+
+    a.sync.fresh_service_states()          # a request at 1: a reads
+    b.sync.fresh_service_states()          # a request of b's at 1 too: a's read will do
+
+    assert (a.reads(), b.reads()) == (1, 0)
+    assert b.disabled('compute2') and not b.disabled('compute1')
+
+
+def test_a_request_after_the_last_read_began_reads_again_whichever_worker_read_last(shared):
+    now = [1.0]
+    api = {('/os-services', None): services_answer()}
+    a, b = (Worker(shared.directory, api, lambda: now[0]) for _ in range(2))
+    a.sync.fresh_service_states()
+    now[0] = 2.0
+    api[('/os-services', None)] = services_answer('compute1')   # disabled through the API
+
+    b.sync.fresh_service_states()          # b's request came after a's read began
+
+    assert (a.reads(), b.reads()) == (1, 1)
+    assert b.disabled('compute1')
+    a.sync.fresh_service_states()          # a's next request at 2 takes b's read: a change
+    assert a.reads() == 1 and a.disabled('compute1')
+
+
+def test_a_read_that_changes_no_service_s_state_hands_nothing_over(shared):
+    now = [1.0]
+    api = {('/os-services', None): services_answer('compute2')}
+    a, b = (Worker(shared.directory, api, lambda: now[0]) for _ in range(2))
+    a.sync.fresh_service_states()
+    b.sync.fresh_service_states()
+    with shared.turn():
+        first = shared.published()
+    for moment in (2.0, 3.0, 4.0):         # heartbeats only, read by one worker or the other
+        now[0] = moment
+        body = services_answer('compute2')._body
+        for service in body['services']:
+            service['updated_at'] = f'2026-01-01T00:00:0{int(moment)}.000000'
+        api[('/os-services', None)] = _Response(200, body)
+        (a if moment != 3.0 else b).sync.fresh_service_states()
+    with shared.turn():
+        last = shared.published()
+
+    assert last.change == first.change and last.read_at == 4.0
+
+
+def test_a_worker_that_dies_in_its_turn_leaves_the_turn_to_the_others(shared):
+    import subprocess
+    import sys
+    holder = subprocess.Popen([sys.executable, '-c', textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({shared.directory + '/turn'!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print('holding', flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'holding'
+        holder.kill()
+        holder.wait(10)
+        now = [1.0]
+        worker = Worker(shared.directory, {('/os-services', None): services_answer()},
+                        lambda: now[0])
+        worker.sync.fresh_service_states()
+        assert worker.reads() == 1
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_failed_read_hands_nothing_over_and_the_next_request_reads_again(shared):
+    now = [1.0]
+    api = {('/os-services', None): _Response(503, 'Service Unavailable')}
+    a, b = (Worker(shared.directory, api, lambda: now[0]) for _ in range(2))
+    a.sync.fresh_service_states()
+    api[('/os-services', None)] = services_answer('compute1')
+    b.sync.fresh_service_states()
+    assert (a.reads(), b.reads()) == (1, 1)
+    assert b.disabled('compute1')
+
+
+def test_keys_another_worker_left_that_cannot_be_read_keep_this_worker_s_state(shared):
+    now = [1.0]
+    api = {('/os-services', None): services_answer('compute2')}
+    a, b = (Worker(shared.directory, api, lambda: now[0]) for _ in range(2))
+    b.sync.fresh_service_states()
+    now[0] = 2.0
+    api[('/os-services', None)] = services_answer('compute1')
+    a.sync.fresh_service_states()
+    with open(shared.directory + '/keys', 'w') as f:
+        f.write('[["compute1", "paused"')  # torn, as no rename would leave it: still refused
+    b.sync.fresh_service_states()
+    assert b.reads() == 1 and b.disabled('compute2')
+
+
+@pytest.mark.parametrize('nova, shared', [
+    ({'auth_type': 'password'}, True),
+    ({'auth_type': 'password', 'service_state_max_age': 2.5}, True),
+    ({'auth_type': 'password', 'service_state_max_age': -1}, False),   # the sync only
+    ({'auth_type': 'password', 'sync_interval': 0}, False),
+    ({}, False),
+])
+def test_the_workers_read_by_turns_only_when_requests_read_the_services_state(nova, shared):
+    from scheduler.catalog.nova_sync import reads_service_states
+    from scheduler.cmd.service import Supervisor
+
+    conf = conf_with(**nova)
+    supervisor = Supervisor(conf, workers=2)
+    try:
+        assert reads_service_states(conf) is shared
+        assert (supervisor.service_reads is not None) is shared
+    finally:
+        if supervisor.service_reads is not None:
+            supervisor.service_reads.remove()

@@ -72,7 +72,7 @@ def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_b
     monkeypatch.setattr(heap, 'release_free_memory', lambda: events.append('release'))
 
     class Service:
-        def __init__(self, conf, worker_index, claims_board=None):
+        def __init__(self, conf, worker_index, claims_board=None, service_reads=None):
             events.append('built')
             self.transport = SimpleNamespace(cleanup=lambda: None)
 
