@@ -132,10 +132,12 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
             keys, rows = keys[order], rows[order]
         start = np.searchsorted(keys, common)
         end = np.searchsorted(keys, common, side='right')
-        by_slot.append((rows, start, end))
         if len(rows):
             alone &= (end - start == 1) & (rows[np.minimum(start, len(rows) - 1)] == common)
         serves[rows[rows == keys]] = True
+        # Kept for the request's whole life (its hosts' allocation requests are found
+        # from them): rows and positions fit in 32 bits, as Placement's ids do.
+        by_slot.append((rows.astype(np.int32), start.astype(np.int32), end.astype(np.int32)))
     return Candidates(rules, _cloud(snapshot, rules, used), common,
                       _BySlot(common, by_slot), alone, serves[common])
 
@@ -271,14 +273,17 @@ def _cloud(snapshot: ProviderSnapshot, rules: Rules, used: dict[str, np.ndarray]
             # rounds it, and max_unit for what several groups take together.
             column[inv.rows] = np.minimum(inv.capacity - used[rc], inv.max_unit)
         room[rc] = _ints(column)
-    has = {trait: _ints(snapshot.with_trait(trait)) for trait in rules.traits}
-    return Cloud(room, _ints(snapshot.parent_rows), has)
+    has = {trait: _ints(snapshot.with_trait(trait), 'b') for trait in rules.traits}
+    # Rows (and -1) fit in 32 bits, as Placement's provider ids do.
+    return Cloud(room, _ints(snapshot.parent_rows, 'i'), has)
 
 
-def _ints(column: np.ndarray) -> array[int]:
-    """A column as the search reads it, a Python int per index, kept as 8 bytes per
-    provider rather than a list's object each: every request over a nested cloud
-    makes a few, which at 50,000 hosts took 13 MB a request as lists."""
-    ints = array('q')
-    ints.frombytes(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+def _ints(column: np.ndarray, code: str = 'q') -> array[int]:
+    """A column as the search reads it, a Python int per index, kept as an array of
+    ``code`` (8 bytes a provider for room, 4 for parents, 1 for a trait) rather
+    than a list's object each: every request over a nested cloud makes a few,
+    which at 50,000 hosts took 13 MB a request as lists."""
+    ints = array(code)
+    # From the column's own buffer: tobytes() would hold a third copy for a moment.
+    ints.frombytes(np.ascontiguousarray(column, dtype=f'i{ints.itemsize}').view(np.uint8).data)
     return ints
