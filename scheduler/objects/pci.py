@@ -84,6 +84,15 @@ class HostPciStats:
         return HostPciStats(tuple(pools), names_providers=self.names_providers)
 
 
+def free_devices(stats: Any) -> int:
+    """The free devices of a host's pools: a :class:`HostPciStats`, or pools of Nova's
+    shape (mappings with a ``count``) that an operator's HostState may carry; 0 for
+    none."""
+    pools = getattr(stats, 'pools', None) or ()
+    return sum(pool.count if isinstance(pool, PciPool) else int(pool.get('count', 0) or 0)
+               for pool in pools)
+
+
 def parse_pci_pools(value: Any, *, where: str, strict: bool) -> HostPciStats:
     """A PciDevicePoolList primitive (or its JSON text, or the hosts file's list).
 

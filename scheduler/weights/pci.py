@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from oslo_config import cfg
 
+from scheduler.objects.pci import free_devices
 from scheduler.weights.base import BaseHostWeigher, get_weight_multiplier
 
 if TYPE_CHECKING:
@@ -33,8 +34,7 @@ MAX_DEVS = 100
 
 
 def free_pci_devices(host_state: HostState) -> int:
-    pools = getattr(host_state.pci_stats, 'pools', None) or ()
-    return sum(int(pool.get('count', 0) or 0) for pool in pools)
+    return free_devices(host_state.pci_stats)
 
 
 class PCIWeigher(BaseHostWeigher):
@@ -63,9 +63,5 @@ class PCIWeigher(BaseHostWeigher):
 
     def raw_weights(self, table: HostTable, rows: np.ndarray,
                     weight_properties: RequestSpec) -> np.ndarray:
-        # Hosts without PCI data have no free device; only the others are
-        # looked at one by one.
-        weights = np.full(len(rows), float(MAX_DEVS), dtype=np.float64)
-        for pos in np.flatnonzero(table.pci_data[rows]).tolist():
-            weights[pos] = self._weigh_object(table.host(int(rows[pos])), weight_properties)
-        return weights
+        free = table.pci_free[rows]
+        return (MAX_DEVS - np.minimum(free, MAX_DEVS - 1)).astype(np.float64)

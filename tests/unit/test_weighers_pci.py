@@ -65,3 +65,23 @@ def test_start_up_says_where_pci_pools_come_from_when_the_weigher_counts(caplog,
     notices = [r.getMessage() for r in caplog.records if r.name == 'scheduler.weights.pci']
     assert bool(notices) is told
     assert all('PCI device pools come only from the hosts file' in n for n in notices)
+
+
+def test_the_table_weighs_as_the_per_host_rule_and_follows_devices_a_consume_takes():
+    import numpy as np
+
+    from scheduler.host_table import HostTable
+
+    pools = parse_pci_pools([{'vendor_id': '8086', 'product_id': '154d', 'count': 2}],
+                            where='test', strict=True)
+    hosts = [with_pools('dicts', 3, 2), make_host('none'), make_host('ours', pci_pools=pools)]
+    table = HostTable.from_hosts(hosts)
+    weigher, spec = configured(PCIWeigher), make_spec()
+    rows = np.arange(len(hosts))
+    assert weigher.raw_weights(table, rows, spec).tolist() == [
+        weigher._weigh_object(h, spec) for h in hosts] == [95, 100, 98]
+
+    ours = table.host(2)
+    ours.pci_stats = ours.pci_stats.minus({0: 1})   # what HostState.consume does, then says so
+    ours.on_consume(ours)
+    assert weigher.raw_weights(table, rows, spec).tolist() == [95, 100, 99]
