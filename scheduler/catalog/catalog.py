@@ -507,13 +507,32 @@ class HostCatalog:
 
     # Nova cell databases ----------------------------------------------------------------
     def apply_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:
-        """Replace what the cell databases said (every cell's last good read), atomically."""
+        """Replace what the cell databases said (every cell's last good read), atomically.
+
+        Read every minute in every worker, and mostly the same: only the hosts whose
+        nodes changed lose their resolved records (a table then reads their rows
+        again, not all of them); a node added, gone or renamed (which moves what
+        names resolve to) is a change of everything, as any read was before.
+        """
         layer = _CellDbLayer(nodes)
         with self._lock:
-            self._changed()
+            before, after = self._cell_db.by_provider, layer.by_provider
+            changed = [uuid for uuid, node in after.items()
+                       if (old := before.get(uuid)) is not node and old != node]
+            moved = len(before) != len(after) or any(
+                _node_names(before.get(uuid)) != _node_names(after[uuid]) for uuid in changed)
             self._cell_db = layer
-            self._resolved = {}
-        LOG.debug('cell database nodes applied: %d', len(layer.by_provider))
+            if moved:
+                self._changed()
+                self._resolved = {}
+            elif changed:
+                hosts = {self._resolved[uuid].service_host
+                         for uuid in changed if uuid in self._resolved}
+                self._changed(hosts)
+                self._resolved = {uuid: record for uuid, record in self._resolved.items()
+                                  if record.service_host not in hosts}
+        LOG.debug('cell database nodes applied: %d, %d changed%s', len(after), len(changed),
+                  ' (names moved)' if moved else '')
 
     # Introspection ---------------------------------------------------------------------
     def snapshot_stats(self) -> dict:
@@ -657,6 +676,14 @@ class HostCatalog:
                 by_host[host] = after
         self._aggregates = ordered
         self._aggregates_by_host = by_host
+
+
+def _node_names(node: ComputeNodeData | None) -> tuple[str | None, ...] | None:
+    """What a cell database's node says about names and places, which records of
+    other providers and lookups by name may depend on."""
+    if node is None:
+        return None
+    return (node.nodename, node.service_host, node.cell_uuid)
 
 
 def _service_fields(service: ServiceState) -> dict[str, Any]:

@@ -375,3 +375,66 @@ def test_a_cell_that_cannot_be_read_for_a_request_leaves_the_last_good_rows(tmp_
     [warning] = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert 'read of 1 candidate compute nodes failed (deciding with what was last read)' \
         in warning
+
+
+# Reading again what mostly did not change ----------------------------------------------------
+
+def test_a_row_as_it_was_at_the_last_read_gives_the_same_node_and_a_changed_row_a_new_one(
+        tmp_path):
+    path = tmp_path / 'cell1.db'
+    reader = CellDatabaseReader(sqlite_cell(path, [row('cn1'), row('cn2')]))
+    first = {n.nodename: n for n in reader.read()[0]}
+    with sqlite3.connect(path) as db:
+        db.execute('UPDATE compute_nodes SET numa_topology = ? WHERE hypervisor_hostname = ?',
+                   (numa_topology_json(numa_cell(0, cpuset=[0], pcpuset=[1])), 'cn2'))
+    second = {n.nodename: n for n in reader.read()[0]}
+
+    assert second['cn1'] is first['cn1']
+    assert second['cn2'] is not first['cn2']
+    assert second['cn2'].numa_topology.cells[0].cpuset == {0}
+
+
+def test_a_row_with_a_problem_is_named_at_every_read_not_only_the_first(tmp_path):
+    reader = CellDatabaseReader(sqlite_cell(tmp_path / 'cell1.db',
+                                            [row('cn1', numa='{not json'), row('cn2')]))
+    for _ in range(2):
+        nodes, problems = reader.read()
+        assert sorted(n.nodename for n in nodes) == ['cn1', 'cn2']
+        assert len(problems) == 1 and 'cn1 numa_topology' in problems[0]
+
+
+def test_the_same_nodes_again_change_nothing_a_new_topology_changes_its_host_only(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    nodes = parse_rows([row('cn1', host='compute-1'), row('cn2', host='compute-2')])[0]
+    catalog.apply_cell_db_nodes(nodes)
+    uuids = [uuid_for('cn1'), uuid_for('cn2')]
+    before = [record for record, *_ in catalog.host_rows(uuids)]   # as a table reads them
+    version = catalog.versions()
+
+    catalog.apply_cell_db_nodes(list(nodes))
+    assert catalog.versions() == version
+
+    repinned = parse_rows([row('cn2', host='compute-2', numa=numa_topology_json(
+        numa_cell(0, cpuset=[0], pcpuset=[1])))])[0]
+    catalog.apply_cell_db_nodes([nodes[0], *repinned])
+    assert catalog.changed_hosts_since(version) == {'compute-2'}
+    cn1, cn2 = (record for record, *_ in catalog.host_rows(uuids))
+    assert cn1 is before[0]
+    assert cn2.numa_topology.cells[0].cpuset == {0}
+
+
+@pytest.mark.parametrize('change', ['renamed', 'moved', 'gone', 'added'])
+def test_a_node_renamed_moved_gone_or_added_is_a_change_of_everything(change):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    rows = [row('cn1', host='compute-1'), row('cn2', host='compute-2')]
+    catalog.apply_cell_db_nodes(parse_rows(rows)[0])
+    version = catalog.versions()
+    node_uuid, _, _, *rest = rows[1]
+    rows = {'renamed': [rows[0], (node_uuid, 'cn2-new', 'compute-2', *rest)],
+            'moved': [rows[0], (node_uuid, 'cn2', 'compute-9', *rest)],
+            'gone': [rows[0]],
+            'added': [*rows, row('cn3')]}[change]
+
+    catalog.apply_cell_db_nodes(parse_rows(rows)[0])
+
+    assert catalog.changed_hosts_since(version) is None
