@@ -219,6 +219,13 @@ class _Sets:
         sets = _Sets(list(self.values), self.codes.copy())
         targets = np.unique(np.asarray(rows, dtype=np.intp))
         sets._assign(targets, [(keyed_rows, keyed)])
+        if len(sets.values) == len(self.values) and np.array_equal(sets.codes[targets],
+                                                                   self.codes[targets]):
+            # Every read of changes reads some providers again (claims, the refresh
+            # slice) whose traits and aggregates seldom move: the next snapshot then
+            # shares these sets and the columns already asked of them, instead of
+            # holding copies of its own.
+            return self
         return sets
 
     def _assign(self, targets: np.ndarray, pieces: Iterable[tuple[np.ndarray, Keyed]]

@@ -96,3 +96,46 @@ def test_inventory_rows_are_the_providers_rows():
     assert inv.rows.tolist() == [snapshot.index['b'], snapshot.index['a']]
     assert np.array_equal(snapshot.ids[inv.rows], [2, 4])
     assert inv.total.tolist() == [4, 8]
+
+
+def _two_hosts() -> ProviderSnapshot:
+    return ProviderSnapshot.from_rows(
+        [(1, 'a', 1, None), (2, 'b', 1, None)],
+        [(i, 'VCPU', 8, 0, 1, 8, 1, 1.0) for i in (1, 2)], [],
+        [(1, 'HW_CPU_X86_AVX2'), (2, 'CUSTOM_GOLD'), (2, 'HW_CPU_X86_AVX2')],
+        [(1, 'agg-1')])
+
+
+def _read_again(first: ProviderSnapshot, traits: list, aggregates: list) -> ProviderSnapshot:
+    return first.with_changes(first.generations + [1, 0], [1],
+                              inventories=[(1, 'VCPU', 8, 0, 1, 8, 1, 1.0)],
+                              usages=[(1, 'VCPU', 2)], traits=traits,
+                              aggregates=aggregates, marks=None)
+
+
+def test_a_read_that_finds_the_same_traits_and_aggregates_shares_them_with_the_last():
+    first = _two_hosts()
+    gold = first.with_trait('CUSTOM_GOLD')
+
+    second = _read_again(first, [(1, 'HW_CPU_X86_AVX2')], [(1, 'agg-1')])
+
+    assert second.traits is first.traits and second.aggregates is first.aggregates
+    assert second.with_trait('CUSTOM_GOLD') is gold
+    assert second.inventories['VCPU'].used.tolist() == [2, 0]
+
+
+def test_a_read_that_moves_a_trait_or_an_aggregate_holds_the_new_ones():
+    first = _two_hosts()
+
+    second = _read_again(first, [(1, 'CUSTOM_GOLD')], [(1, 'agg-1')])
+    third = _read_again(first, [(1, 'HW_CPU_X86_AVX2')], [])
+
+    assert second.traits is not first.traits
+    assert [second.traits.of(row) for row in range(2)] == [
+        ('CUSTOM_GOLD',), ('CUSTOM_GOLD', 'HW_CPU_X86_AVX2')]
+    assert second.with_trait('CUSTOM_GOLD').tolist() == [True, True]
+    assert first.with_trait('CUSTOM_GOLD').tolist() == [False, True]
+    assert second.aggregates is first.aggregates
+    assert third.traits is first.traits
+    assert [third.aggregates.of(row) for row in range(2)] == [(), ()]
+    assert [first.aggregates.of(row) for row in range(2)] == [('agg-1',), ()]
