@@ -20,8 +20,11 @@
    (``[nova]`` with its services read per request, ``[cell_database]``), against a
    stand-in compute API and a cell database holding the cloud's computes
    (bench/host_data.py).
-7. With ``--reads``: what one worker's reads of its provider view cost, worker
+8. With ``--reads``: what one worker's reads of its provider view cost, worker
    and database, by the size of the cloud (bench/reads.py).
+9. With ``--services-parse N[,N...]``: the compute services' read before a request,
+   in process: JSON decoding, a fresh parse and a remembering parse side by side
+   (bench/services_parse.py).
 
 Prints one table and writes the rows to ``bench-results.json``.
 """
@@ -184,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--reads', default='', metavar='N[,N...]',
                         help='what a worker\'s reads of its provider view cost at these '
                              'numbers of providers (bench/reads.py; needs PostgreSQL)')
+    parser.add_argument('--services-parse', default='', metavar='N[,N...]',
+                        help='the compute services\' read before a request, in process, '
+                             'for N services (bench/services_parse.py)')
     parser.add_argument('--host-data', default=None, metavar='N[,N...]',
                         help='what the [nova] and [cell_database] host-data sources cost the '
                              'provider view at these numbers of providers (bench/host_data.py; '
@@ -226,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.host_data:
         from bench import host_data
         rows.extend(host_data.run_all([int(n) for n in args.host_data.split(',') if n.strip()]))
+
+    if args.services_parse:
+        from bench import services_parse
+        rows.extend(row for n in args.services_parse.split(',') if n.strip()
+                    for row in services_parse.run(int(n)))
 
     read_rows: list[Row] = []
     if args.reads:

@@ -20,8 +20,9 @@ and each warmed up for ``warmup`` seconds:
 
 a. ``baseline``: the hosts file only, as bench.view runs the service;
 b. ``nova``: ``[nova]`` at its defaults (``sync_interval`` 60,
-   ``service_state_max_age`` 0: a ``GET /os-services?binary=nova-compute`` before
-   every request, shared by the requests of a worker waiting for it);
+   ``service_state_max_age`` 0: a ``GET /os-services?binary=nova-compute`` begun
+   after each request arrived, read by the service's workers in turns and taken by
+   every request waiting for one);
 c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
 d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
    sync only (``--no-periodic-only`` leaves it out);
