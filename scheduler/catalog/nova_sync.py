@@ -226,19 +226,22 @@ class NovaSync(PeriodicSync):
         assert self._shared is not None
         published = self._shared.published()
         if published.read_at is not None and published.read_at >= wanted_after:
-            if published.change != self._held_change:
-                try:
-                    keys = self._shared.keys()
-                    services, unknown = self._reader.states_of_keys(keys)
-                except (OSError, ValueError, NovaApiError) as e:
-                    LOG.warning('the other workers\' compute services read could not be '
-                                'taken (%s); deciding with the last state this worker '
-                                'holds', e)
-                    return
+            if published.change == self._held_change:
+                self._services_read_at = published.read_at
+                return
+            try:
+                keys = self._shared.keys()
+                services, unknown = self._reader.states_of_keys(keys)
+            except (OSError, ValueError, NovaApiError) as e:
+                # Reading the API itself keeps the request's guarantee, and its
+                # read, unlike what this worker holds, is handed over anew.
+                LOG.warning('the other workers\' compute services read could not be '
+                            'taken (%s); reading the compute API instead', e)
+            else:
                 self._catalog.apply_service_states(services, unknown)
                 self._held_change, self._held_keys = published.change, [tuple(k) for k in keys]
-            self._services_read_at = published.read_at
-            return
+                self._services_read_at = published.read_at
+                return
         started = self._clock()
         try:
             services, unknown, keys = self._reader.read_service_keys()
@@ -249,8 +252,13 @@ class NovaSync(PeriodicSync):
         # Keys unlike those of the last change this worker holds are a change (or,
         # when another worker's change came since, may be one).
         changed = published.change != self._held_change or keys != self._held_keys
-        published = self._shared.publish(started, keys if changed else None)
-        self._held_change, self._held_keys = published.change, keys
+        try:
+            published = self._shared.publish(started, keys if changed else None)
+            self._held_change, self._held_keys = published.change, keys
+        except OSError as e:
+            LOG.warning('the compute services read could not be handed to the other '
+                        'workers (%s); they read their own', e)
+            self._held_change = self._held_keys = None
         self._catalog.apply_service_states(services, unknown)
         self._services_read_at = started
 

@@ -3,14 +3,17 @@
 With ``[nova] service_state_max_age`` at its default (0), each request wants a
 ``GET /os-services`` begun after it arrived. Read by every worker on its own,
 that is one read of every compute service per request per worker, and at
-10,000 services the decoding alone cost two thirds of the service's
-throughput (doc/performance.md, *Host-data sources*). A :class:`SharedReads`
+10,000 services those reads (decoding, parsing, comparing) cost two thirds of
+the service's throughput (doc/performance.md, *What the host-data sources
+cost*). A :class:`SharedReads`
 lets the workers of one service take turns instead: the worker whose turn it
 is reads (one at a time, under an ``flock`` the kernel gives back if the worker
 dies), and a worker that waited for the turn and finds a read begun after its
 request arrived takes that read, at the cost of a look at a 16-byte header and,
 only when some service's state changed, of the read's keys
-(:attr:`scheduler.catalog.nova_api.ServicesParser.keys`).
+(:meth:`scheduler.catalog.nova_api.ServicesParser.parse_with_keys`). Keys that
+cannot be taken, or a read that cannot be handed over, leave the worker to read
+the compute API itself.
 
 The files live in a private directory the supervisor makes before it forks its
 workers (:meth:`SharedReads.create`): ``turn`` holds the header (the number of

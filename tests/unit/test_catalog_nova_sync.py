@@ -475,7 +475,7 @@ def test_a_failed_read_hands_nothing_over_and_the_next_request_reads_again(share
     assert b.disabled('compute1')
 
 
-def test_keys_another_worker_left_that_cannot_be_read_keep_this_worker_s_state(shared):
+def test_keys_another_worker_left_that_cannot_be_taken_send_the_worker_to_the_api(shared):
     now = [1.0]
     api = {('/os-services', None): services_answer('compute2')}
     a, b = (Worker(shared.directory, api, lambda: now[0]) for _ in range(2))
@@ -484,9 +484,14 @@ def test_keys_another_worker_left_that_cannot_be_read_keep_this_worker_s_state(s
     api[('/os-services', None)] = services_answer('compute1')
     a.sync.fresh_service_states()
     with open(shared.directory + '/keys', 'w') as f:
-        f.write('[["compute1", "paused"')  # torn, as no rename would leave it: still refused
+        f.write('[["compute1", "paused"')  # torn, as no rename would leave it: refused
     b.sync.fresh_service_states()
-    assert b.reads() == 1 and b.disabled('compute2')
+
+    assert b.reads() == 2                               # its own read, fresh as promised
+    assert b.disabled('compute1') and not b.disabled('compute2')
+    c = Worker(shared.directory, api, lambda: now[0])
+    c.sync.fresh_service_states()                       # handed over anew: c takes it
+    assert c.reads() == 0 and c.disabled('compute1')
 
 
 @pytest.mark.parametrize('nova, shared', [
