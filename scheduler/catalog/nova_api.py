@@ -192,8 +192,8 @@ class ServicesParser:
         return (*self._states(keys, lambda j: f'services[{where[j]}]', items), keys)
 
     def parse_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
-        """The states of keys another parser's :attr:`keys` gave (validated again:
-        they crossed a process boundary)."""
+        """The states of keys another parser's :meth:`parse_with_keys` gave
+        (validated again: they crossed a process boundary)."""
         if not isinstance(keys, list) or not all(
                 isinstance(k, (list, tuple)) and len(k) == len(SERVICE_FIELDS) for k in keys):
             raise NovaApiError(f'expected a list of {len(SERVICE_FIELDS)}-field service keys')
