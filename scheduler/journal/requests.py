@@ -27,6 +27,8 @@ class Request:
     def __init__(self, log: JournalFile):
         self._log = log
         self.idents: list[int] = []
+        #: the consumers of the records, in the order written
+        self.consumers: list[str] = []
         self.ended = False
 
     def end(self) -> None:
@@ -62,6 +64,9 @@ class RequestJournal:
             raise NotServing('a claim was about to be made outside a request')
         ident = self.log.append(record)
         request.idents.append(ident)
+        consumer = record.get('consumer')
+        if isinstance(consumer, str) and consumer not in request.consumers:
+            request.consumers.append(consumer)
         return ident
 
     def keep(self, record: Record) -> int:

@@ -34,6 +34,7 @@ from scheduler.pipeline import recovery
 from scheduler.pipeline.claim_state import (
     BadRecord,
     Claim,
+    Recorded,
     claim_from_record,
     claim_record,
     same_allocations,
@@ -170,12 +171,19 @@ class Claimer:
         return ConsumerAllocations(instance_uuid, {}, conflict.expected)
 
 
+class NotLandedYet(Exception):
+    """Placement shows the consumer as it was before the claim: its PUT may still
+    land (``recovery.LANDING_WINDOW``), so whether there is anything to give back
+    is not known yet."""
+
+
 def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, verify: bool) -> None:
     """Give back what ``claim`` took.
 
     A consumer the claim created is deleted (``DELETE`` with a microversion);
-    with ``verify`` (a later retry) only if it still holds exactly what the
-    claim wrote. A moved consumer gets its previous allocations back with a
+    with ``verify`` (a later retry, or a claim whose answer was lost) only if it
+    still holds exactly what the claim wrote, and :class:`NotLandedYet` when it
+    holds nothing. A moved consumer gets its previous allocations back with a
     ``PUT`` at the generation the claim left, so a consumer someone changed
     since is left alone. Raises ``PlacementError`` when Placement could not be
     told (the caller retries later); a restore Placement refuses for good is
@@ -184,6 +192,8 @@ def undo_claim(client: PlacementAPI, claim: Claim, *, request_id: str | None, ve
     if claim.previous is None:
         if verify:
             current = client.get_allocations(claim.consumer_uuid, request_id=request_id)
+            if not any(current.allocations.values()):
+                raise NotLandedYet(claim.consumer_uuid)
             if not same_allocations(current.allocations, claim.allocations):
                 LOG.warning('allocations of %s changed since this service claimed them; '
                             'leaving them as they are', claim.consumer_uuid)
@@ -230,16 +240,19 @@ class PendingCleanups:
     """
 
     def __init__(self, client: PlacementAPI, *, interval: float = 5.0,
-                 journal: RequestJournal | None = None):
+                 journal: RequestJournal | None = None, now: Callable[[], float] = time.time):
         self._client = client
         self._interval = interval
         self._journal = journal
+        self._now = now
         # consumer -> the claim to undo, or None for a plain delete
         self._pending: dict[str, Claim | None] = {}
+        # consumer -> when its undo was first left for later
+        self._since: dict[str, float] = {}
         # consumer -> the journal record of its pending undo
         self._kept: dict[str, int] = {}
-        # journal record -> a claim a dead process left, and the request that made it
-        self._recovered: dict[int, tuple[Claim, str | None]] = {}
+        # journal record -> a claim a dead process left, as the record holds it
+        self._recovered: dict[int, Recorded] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -260,12 +273,14 @@ class PendingCleanups:
         return self._now_or_later([(c, None) for c in consumer_uuids], request_id)
 
     def recover(self, records: Mapping[int, Mapping[str, Any]], *,
-                max_age: float | None = None, now: Callable[[], float] = time.time) -> None:
+                max_age: float | None = None) -> None:
         """Undo, in the background and starting now, the claims of journal ``records``
-        that a dead process left (each only if Placement still shows it unchanged).
-        Records older than ``max_age`` seconds are dropped instead (doc/reliability.md
-        says why)."""
-        claims: dict[int, tuple[Claim, str | None]] = {}
+        that a dead process left (each only if Placement still shows it unchanged;
+        one it shows as before the claim is looked at again until
+        ``recovery.LANDING_WINDOW`` has passed). Records older than ``max_age``
+        seconds are dropped instead (doc/reliability.md says why)."""
+        now = self._now
+        claims: dict[int, Recorded] = {}
         dropped: list[int] = []
         for ident, record in sorted(records.items()):
             try:
@@ -282,7 +297,7 @@ class PendingCleanups:
                 metrics.RECOVERED_CLAIMS.inc(outcome='expired')
                 dropped.append(ident)
                 continue
-            claims[ident] = (recorded.claim, recorded.request_id)
+            claims[ident] = recorded
         if dropped and self._journal is not None:
             self._journal.drop(dropped)
         if not claims:
@@ -304,10 +319,17 @@ class PendingCleanups:
                 LOG.warning('could not give back the allocations of %s now (%s); will retry',
                             consumer, type(exc).__name__)
                 left[consumer] = claim
+            except NotLandedYet:
+                LOG.info('the claim of %s is not in Placement (yet); looking again until '
+                         'it lands or cannot any more', consumer)
+                left[consumer] = claim
         if left:
             kept = self._keep(left, request_id)
+            now = self._now()
             with self._lock:
                 self._pending.update(left)
+                for consumer in left:
+                    self._since.setdefault(consumer, now)
                 replaced = [self._kept[c] for c in kept if c in self._kept]
                 self._kept.update(kept)
             if replaced and self._journal is not None:
@@ -342,13 +364,14 @@ class PendingCleanups:
     def pending(self) -> set[str]:
         """The consumers whose undo is waiting for Placement (recovered ones included)."""
         with self._lock:
-            return set(self._pending) | {c.consumer_uuid for c, _ in self._recovered.values()}
+            return set(self._pending) | {r.claim.consumer_uuid for r in self._recovered.values()}
 
     def retry_once(self) -> None:
         with self._lock:
             items = sorted(self._pending.items())
             recovered = sorted(self._recovered.items())
-        for ident, (claim, request_id) in recovered:
+        for ident, recorded in recovered:
+            claim, request_id = recorded.claim, recorded.request_id
             try:
                 outcome = recovery.undo_if_unchanged(self._client, claim,
                                                      request_id=request_id)
@@ -357,6 +380,10 @@ class PendingCleanups:
                             'will retry', claim.consumer_uuid, request_id,
                             type(exc).__name__)
                 return
+            if outcome is recovery.Outcome.NOT_LANDED:
+                if self._now() - recorded.at < recovery.LANDING_WINDOW:
+                    continue    # its PUT may still land: look again next round
+                outcome = recovery.Outcome.LEFT
             with self._lock:
                 self._recovered.pop(ident, None)
             if self._journal is not None:
@@ -368,15 +395,23 @@ class PendingCleanups:
                 # Time has passed: a created consumer is deleted only if it still
                 # holds what this service wrote.
                 self._undo(consumer, pending, request_id=None, verify=True)
+                done = 'gave back the allocations of %s left by an earlier rollback'
             except pexc.PlacementError:
                 return  # Placement still unhappy: try again next round
+            except NotLandedYet:
+                with self._lock:
+                    since = self._since.get(consumer, self._now())
+                if self._now() - since < recovery.LANDING_WINDOW:
+                    continue    # it may still land: look again next round
+                done = 'the claim of %s never landed in Placement: nothing to give back'
             with self._lock:
                 if self._pending.get(consumer) is pending:
                     del self._pending[consumer]
+                    self._since.pop(consumer, None)
                 kept = self._kept.pop(consumer, None)
             if kept is not None and self._journal is not None:
                 self._journal.drop([kept])
-            LOG.info('gave back the allocations of %s left by an earlier rollback', consumer)
+            LOG.info(done, consumer)
 
     def _ensure_thread(self) -> None:
         with self._lock:

@@ -12,9 +12,15 @@ created loses its allocations, a moved consumer gets its previous ones back),
 but only while Placement shows the consumer exactly as the claim left it: the
 same allocations at the generation the claim gave it. The give-back itself is
 a ``PUT`` at that generation, so a consumer someone changes between the read
-and the write is refused by Placement rather than overwritten. A claim whose
-``PUT`` never landed, a consumer nova-conductor has since claimed again, or
-one the user deleted, is left alone.
+and the write is refused by Placement rather than overwritten. A consumer
+nova-conductor has since claimed again, or one the user deleted, is left alone.
+
+A consumer Placement still shows as it was *before* the claim is not settled
+yet: the dead process's ``PUT`` may still be inside Placement, which finishes a
+request whose client has gone. A worker replaced after a kill reads its journal
+within a fraction of a second, sooner than a loaded Placement answers a
+``PUT``; so such a claim is looked at again until :data:`LANDING_WINDOW` has
+passed since it was journaled, and only then left alone as never landed.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import logging
 from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
+from placement_client.models import ConsumerAllocations
 from scheduler import exceptions as exc
 from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
@@ -37,10 +44,19 @@ class Outcome(enum.Enum):
     UNDONE = 'undone'
     #: Placement does not show the claim as it left it: nothing of ours to undo
     LEFT = 'left'
+    #: Placement shows the consumer as it was before the claim: its PUT never
+    #: landed, or has not yet (look again until LANDING_WINDOW has passed)
+    NOT_LANDED = 'not_landed'
     #: Placement refused the give-back for good (a move's previous allocations no
     #: longer fit); logged, not retried
     REFUSED = 'refused'
 
+
+#: How long after a claim was journaled its PUT may still land, in seconds. A
+#: request still running in Placement a minute after it was sent is past every
+#: WSGI server's usual request timeout (Apache's ``Timeout`` 60 s, uWSGI's
+#: ``harakiri`` as deployment tools set it, gunicorn's 30 s).
+LANDING_WINDOW = 60.0
 
 #: NoValidHost's reason when a claim could not be journaled (the log has the path).
 NOT_JOURNALED = ('the scheduler could not record the claim in its claims journal, so it made '
@@ -66,6 +82,8 @@ def undo_if_unchanged(client: PlacementAPI, claim: Claim, *,
     again later).
     """
     current = client.get_allocations(claim.consumer_uuid, request_id=request_id)
+    if _as_before(claim, current):
+        return Outcome.NOT_LANDED
     if (current.consumer_generation != claim.generation
             or not same_allocations(current.allocations, claim.allocations)):
         return Outcome.LEFT
@@ -85,3 +103,12 @@ def undo_if_unchanged(client: PlacementAPI, claim: Claim, *,
                   claim.consumer_uuid, e)
         return Outcome.REFUSED
     return Outcome.UNDONE
+
+
+def _as_before(claim: Claim, current: ConsumerAllocations) -> bool:
+    """Whether Placement shows the consumer as it was before ``claim``'s PUT."""
+    previous = claim.previous
+    if previous is None:
+        return not any(current.allocations.values())
+    return (current.consumer_generation == previous.consumer_generation
+            and same_allocations(current.allocations, previous.allocations))

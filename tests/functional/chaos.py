@@ -10,7 +10,11 @@ nova-conductor does; a cloud kept near full by deleting instances the way a user
 deleting a server does. After the last kill the service is left (or started
 again) and one clean-up interval allowed, then Placement is read:
 
-* instances of requests whose callers saw a timeout or an error hold nothing;
+* instances of requests whose callers saw a timeout or an error hold nothing,
+  unless the service had answered for them (its reply handed to the transport, or
+  about to be, when the caller had already given up or a kill lost the reply:
+  doc/reliability.md, "Out of scope"); those are counted apart, from the
+  service's DEBUG log;
 * instances refused with NoValidHost hold nothing, and nothing unknown is held;
 * every answered, undeleted instance holds exactly its Selection's allocations;
 * no provider is over capacity.
@@ -26,6 +30,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -77,6 +82,9 @@ class Drill:
     boot: Callable[[dict[str, int], list[str]], list[dict[str, dict[str, int]]]] | None = None
     #: The Python the service runs with (tests/interop: the service's own virtualenv).
     service_python: str = sys.executable
+    #: The service logs at DEBUG: what tells a reply the caller missed from a leak,
+    #: and what a failed drill met.
+    debug: bool = True
 
 
 @dataclass
@@ -87,6 +95,7 @@ class Request:
     refused: bool = False
     error: str | None = None
     detail: str = ''
+    took: float = 0.0      # seconds the caller waited
 
 
 @dataclass
@@ -97,6 +106,10 @@ class Report:
     failed: int = 0                       # the caller saw a timeout or another error
     failed_instances: int = 0
     failed_instances_holding: int = 0     # must be 0
+    #: instances of failed requests that hold their claims because the service
+    #: answered for them: the reply the caller missed (counted apart, not a leak
+    #: the journal is meant to prevent)
+    replies_the_caller_missed: int = 0
     refused_instances_holding: int = 0    # must be 0
     unknown_consumers: int = 0            # must be 0
     answered_instances_checked: int = 0
@@ -111,6 +124,11 @@ class Report:
     errors: dict[str, int] = field(default_factory=dict)
     #: what the first few errors said (a caller's library may fail in ways of its own)
     error_samples: list[str] = field(default_factory=list)
+    #: the instances of failed requests that hold allocations (what to look for in
+    #: the services' logs when the drill fails)
+    failed_holding: list[str] = field(default_factory=list)
+    #: the services' log lines about them, and about the requests that name them
+    failed_holding_log: list[str] = field(default_factory=list)
 
     def holds(self) -> bool:
         return not (self.failed_instances_holding or self.refused_instances_holding
@@ -213,7 +231,7 @@ def run(drill: Drill) -> Report:
         weighers='RAMWeigher,CPUWeigher,DiskWeigher',
         extra=(f'[scheduler]\ncleanup_retry_interval = {CLEANUP_INTERVAL}\n'
                'claim_retry_delay = 0.02\n[placement]\nread_timeout = 10\n'
-               '[DEFAULT]\ngraceful_shutdown_timeout = 5\n'
+               f'[DEFAULT]\ngraceful_shutdown_timeout = 5\ndebug = {drill.debug}\n'
                + ('' if drill.journal else '[claims_journal]\ndirectory =\n')))
     service = Service(config, drill.workers, drill.service_python)
     report = Report()
@@ -253,6 +271,7 @@ def run(drill: Drill) -> Report:
                 count = mine.choice([1, 1, 2, 3])
                 args, units = FLAVORS[flavor]
                 request = Request([str(uuid.uuid4()) for _ in range(count)], units * count)
+                began = time.monotonic()
                 try:
                     request.answered = boot(args, request.instances)
                 except exc.NoValidHost:
@@ -260,6 +279,7 @@ def run(drill: Drill) -> Report:
                 except Exception as e:  # noqa: BLE001 - what the caller saw is the result
                     request.error = type(e).__name__
                     request.detail = str(e)[:300]
+                request.took = round(time.monotonic() - began, 2)
                 with lock:
                     requests.append(request)
                     if request.answered is not None:
@@ -291,8 +311,10 @@ def run(drill: Drill) -> Report:
         # The service back with every worker, then one clean-up interval.
         wait_for(service.all_serving, 'every worker serving after the drill', timeout=120)
         time.sleep(CLEANUP_INTERVAL + 1.0)
-        _audit(report, placement, providers, requests, deleted)
         text = service.output()
+        _audit(report, placement, providers, requests, deleted, answered_for(text))
+        report.failed_holding_log = _lines_about(text, [i.split()[0]
+                                                        for i in report.failed_holding])
         report.claims_given_back = text.count('gave back the claim of')
         report.claims_left_alone = text.count('left the allocations of')
         report.longest_restart_s = round(max(restarts, default=0.0), 1)
@@ -304,8 +326,25 @@ def run(drill: Drill) -> Report:
         service.stop()
 
 
+def _lines_about(text: str, instances: list[str], most: int = 60) -> list[str]:
+    lines = text.splitlines()
+    named = [line for line in lines if any(i in line for i in instances)]
+    requests = {word for line in named for word in line.split() if word.startswith('req-')}
+    return [line for line in lines
+            if any(i in line for i in instances) or any(r in line for r in requests)][:most]
+
+
+REPLYING = re.compile(r"replying: the claims of (.+) are the caller's from now on")
+
+
+def answered_for(text: str) -> set[str]:
+    """The consumers the service's log says it answered for (scheduler/rpc/server.py)."""
+    return {consumer for match in REPLYING.finditer(text)
+            for consumer in match.group(1).split(', ')}
+
+
 def _audit(report: Report, placement: PlacementClient, providers: list[str],
-           requests: list[Request], deleted: set[str]) -> None:
+           requests: list[Request], deleted: set[str], answered: set[str]) -> None:
     held = read_held(placement, providers)
     known: set[str] = set()
     report.requests = len(requests)
@@ -328,7 +367,12 @@ def _audit(report: Report, placement: PlacementClient, providers: list[str],
             if request.error != 'MessagingTimeout' and len(report.error_samples) < 3:
                 report.error_samples.append(f'{request.error}: {request.detail}')
             report.failed_instances += len(request.instances)
-            report.failed_instances_holding += sum(i in held for i in request.instances)
+            holding = [i for i in request.instances if i in held and i not in answered]
+            report.replies_the_caller_missed += sum(i in held and i in answered
+                                                    for i in request.instances)
+            report.failed_instances_holding += len(holding)
+            report.failed_holding.extend(f'{i} (the caller waited {request.took} s)'
+                                         for i in holding)
     report.unknown_consumers = len(set(held) - known)
     inventories, usages = read_capacity(placement, providers)
     report.providers_over_capacity = len(over_capacity(inventories, usages))

@@ -8,6 +8,7 @@ instance) never loses anything to it.
 """
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -61,12 +62,40 @@ def test_a_new_consumer_still_as_claimed_is_given_back(placement_client, hosts):
     assert held(placement_client, instance) == {}
 
 
-def test_a_claim_whose_put_never_landed_is_left_alone(placement_client, hosts):
+def test_a_claim_placement_does_not_show_is_not_settled_by_one_look(placement_client, hosts):
     instance = str(uuid.uuid4())
     landed = claim(placement_client, instance, hosts[0])
-    placement_client.delete_allocations(instance)   # as if the PUT had never been made
+    placement_client.delete_allocations(instance)   # as if the PUT had not been made yet
 
-    assert undo_if_unchanged(placement_client, landed, request_id=None) is Outcome.LEFT
+    assert undo_if_unchanged(placement_client, landed, request_id=None) is Outcome.NOT_LANDED
+
+
+def test_a_recovered_claim_that_lands_after_the_first_look_is_given_back(placement_client,
+                                                                          hosts, tmp_path):
+    # The killed worker's PUT was still inside Placement when its replacement looked.
+    instance = str(uuid.uuid4())
+    made = claim(placement_client, instance, hosts[0])
+    placement_client.delete_allocations(instance)
+    log = JournalFile(tmp_path, 'claims-test-0')
+    log.open()
+    journal = RequestJournal(log)
+    record = claim_record(made, 'req-dead')
+    now = [time.time()]
+    cleanups = PendingCleanups(placement_client, interval=3600, journal=journal,
+                               now=lambda: now[0])
+    try:
+        cleanups.recover({journal.keep(record): record})
+        cleanups.retry_once()
+        assert cleanups.pending() == {instance}
+        claim(placement_client, instance, hosts[0])    # the PUT lands
+        now[0] += 5
+        cleanups.retry_once()
+    finally:
+        cleanups.stop()
+
+    assert held(placement_client, instance) == {}
+    assert log.live() == set()
+    log.close()
 
 
 def test_a_consumer_claimed_again_since_keeps_what_it_holds_now(placement_client, hosts):

@@ -14,7 +14,9 @@ import pytest
 
 from placement_client import exceptions as pexc
 from placement_client.models import AllocationRequest, ConsumerAllocations
+from scheduler.pipeline.claim_state import Claim
 from scheduler.pipeline.claimer import Claimer, ClaimFailed, PendingCleanups
+from scheduler.pipeline.recovery import LANDING_WINDOW
 from tests.builders import PROJECT, USER
 from tests.unit.fake_placement import FakePlacement, provider_conflict, unavailable
 
@@ -274,3 +276,49 @@ def test_the_background_thread_retries_a_failed_delete(fake, cn):
         assert fake.holdings() == {}
     finally:
         pending.stop()
+
+
+# ------------------------------------------- a claim whose PUT may still land
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lost(instance: str, cn: str) -> Claim:
+    """A claim whose PUT's answer was lost: it may or may not be in Placement."""
+    return Claim(instance, {cn: {'VCPU': 1}}, 1, PROJECT, USER)
+
+
+def test_a_lost_claim_that_lands_after_the_first_look_is_still_given_back(fake, cn):
+    clock = Clock()
+    cleanups = PendingCleanups(fake, interval=3600, now=clock)
+
+    # Placement has not finished the PUT yet when the request gives up on it.
+    assert cleanups.undo_now_or_later([lost(INSTANCE, cn)], request_id=None,
+                                      verify=True) == [INSTANCE]
+    fake.allocate(INSTANCE, {cn: {'VCPU': 1}})    # ... and now it has
+    clock.now += 5
+    cleanups.retry_once()
+
+    assert fake.holdings() == {}
+    assert cleanups.pending() == set()
+
+
+def test_a_lost_claim_that_never_lands_is_watched_for_the_landing_window_only(fake, cn):
+    clock = Clock()
+    cleanups = PendingCleanups(fake, interval=3600, now=clock)
+    cleanups.undo_now_or_later([lost(INSTANCE, cn)], request_id=None, verify=True)
+
+    clock.now += LANDING_WINDOW - 1
+    cleanups.retry_once()
+    assert cleanups.pending() == {INSTANCE}
+
+    clock.now += 1
+    cleanups.retry_once()
+    assert cleanups.pending() == set()
+    assert fake.holdings() == {}

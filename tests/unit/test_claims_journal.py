@@ -29,7 +29,7 @@ from scheduler.pipeline.claim_state import (
     claim_record,
 )
 from scheduler.pipeline.claimer import Claimer, PendingCleanups
-from scheduler.pipeline.recovery import write_ahead
+from scheduler.pipeline.recovery import LANDING_WINDOW, write_ahead
 from scheduler.rpc.server import JournaledRPCServer
 from tests.unit.fake_placement import FakePlacement, unavailable
 
@@ -306,8 +306,8 @@ def test_recovered_claims_older_than_max_age_are_dropped_not_given_back(tmp_path
         records[requests.keep(record)] = record
     expired = metrics.RECOVERED_CLAIMS.value(outcome='expired')
 
-    cleanups = PendingCleanups(fake, interval=3600, journal=requests)
-    cleanups.recover(records, max_age=600.0, now=lambda: 1001.0)
+    cleanups = PendingCleanups(fake, interval=3600, journal=requests, now=lambda: 1001.0)
+    cleanups.recover(records, max_age=600.0)
     assert cleanups.pending() == {fresh}      # the stale one is dropped at once
     cleanups.retry_once()
     cleanups.stop()
@@ -359,6 +359,24 @@ def test_the_rpc_server_drops_a_requests_records_before_it_hands_over_the_reply(
 
     assert live_at_reply == [set()]   # gone before the reply left
     assert journal.live() == set()
+
+
+def test_the_reply_names_the_consumers_whose_claims_become_the_callers(journal, caplog):
+    # What tells a caller's timeout on a reply a kill lost from a leak (the chaos drill).
+    requests = RequestJournal(journal)
+    logged_at_reply: list[str] = []
+
+    def dispatch(incoming):
+        requests.write_ahead(record(1))
+        requests.write_ahead(record(2))
+        requests.write_ahead(record(1))     # a second try for the same consumer
+        return ['answer']
+
+    with caplog.at_level(logging.DEBUG, logger='scheduler.rpc.server'):
+        serve(requests, dispatch, lambda reply: logged_at_reply.append(caplog.text))
+
+    assert ("replying: the claims of consumer-1, consumer-2 are the caller's from now on"
+            in logged_at_reply[0])
 
 
 def full_disk(monkeypatch) -> None:
@@ -432,3 +450,54 @@ def test_an_undo_left_for_later_is_retried_even_when_it_cannot_be_journaled(jour
     cleanups.retry_once()
     cleanups.stop()
     assert fake.holdings() == {}
+
+
+def recovering_a_claim_journaled_at_1000(journal, now: list[float]
+                                        ) -> tuple[FakePlacement, str, PendingCleanups]:
+    """A worker's journal holds a claim made at t=1000 that Placement does not show
+    (yet); its replacement has just started recovering it, at ``now[0]``."""
+    fake = FakePlacement()
+    cn = fake.add_compute('cn1', vcpus=4, ram_mb=4096, disk_gb=40)
+    requests = RequestJournal(journal)
+    record = claim_record(Claim(INSTANCE, {cn: {'VCPU': 1}}, 1, 'p', 'u'), 'req-dead',
+                          at=1000.0)
+    records = {requests.keep(record): record}
+    cleanups = PendingCleanups(fake, interval=3600, journal=requests, now=lambda: now[0])
+    cleanups.recover(records)
+    return fake, cn, cleanups
+
+
+def test_a_recovered_claim_whose_put_lands_after_the_first_look_is_given_back(journal):
+    # The worker was killed with its PUT inside Placement; its replacement looks
+    # before Placement has finished it.
+    now = [1000.5]
+    fake, cn, cleanups = recovering_a_claim_journaled_at_1000(journal, now)
+
+    cleanups.retry_once()
+    assert cleanups.pending() == {INSTANCE}     # nothing to see yet: look again
+    fake.allocate(INSTANCE, {cn: {'VCPU': 1}})
+    now[0] = 1005.0
+    cleanups.retry_once()
+    cleanups.stop()
+
+    assert fake.holdings() == {}
+    assert journal.live() == set()
+
+
+def test_a_recovered_claim_that_never_lands_is_left_once_the_landing_window_has_passed(
+        journal):
+    now = [1000.0]
+    _, _, cleanups = recovering_a_claim_journaled_at_1000(journal, now)
+    left = metrics.RECOVERED_CLAIMS.value(outcome='left')
+
+    now[0] = 1000.0 + LANDING_WINDOW - 1
+    cleanups.retry_once()
+    assert cleanups.pending() == {INSTANCE} and journal.live() != set()
+
+    now[0] = 1000.0 + LANDING_WINDOW
+    cleanups.retry_once()
+    cleanups.stop()
+
+    assert cleanups.pending() == set()
+    assert journal.live() == set()
+    assert metrics.RECOVERED_CLAIMS.value(outcome='left') == left + 1
