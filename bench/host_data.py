@@ -12,7 +12,10 @@ Placement's tables (``deploy.seeded_deployment(n, direct=True)``), and beside it
   totals on ``GET /_stats``;
 * a cell database on the machine's PostgreSQL: Nova's ``compute_nodes`` table
   (tests.fixtures.cell_databases' schema) with one row per compute, a NUMA
-  topology on a fifth of them and PCI pools on a tenth, ``deleted = 0``.
+  topology on a fifth of them and PCI pools on a tenth, ``deleted = 0``; and its
+  ``services`` table, one nova-compute row per compute, each heartbeat
+  (``last_seen_up``, ``updated_at``) written every 10 s as nova-compute's
+  service reports write it (a tenth of the rows each second, one ``UPDATE``).
 
 Then, on the same seeded Placement, with bench.view's workers, clients, workload
 and provider view (``_view_config``), one service per phase, all started at once
@@ -23,13 +26,17 @@ b. ``nova``: ``[nova]`` at its defaults (``sync_interval`` 60,
    ``service_state_max_age`` 0: a ``GET /os-services?binary=nova-compute`` begun
    after each request arrived, read by the service's workers in turns and taken by
    every request waiting for one);
-c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
+c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults (the read
+   before each request takes the services' state from the cell database's
+   ``services`` table: scheduler/catalog/cell_services.py);
 d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
    sync only (``--no-periodic-only`` leaves it out);
 e. with ``--cell-alone``, ``cell``: ``[cell_database]`` at its defaults, without
    ``[nova]``;
 f. with ``--max-age S``, ``nova, max_age S``: ``[nova] service_state_max_age = S``, a
-   read before a request only when the last is older than S seconds.
+   read before a request only when the last is older than S seconds;
+g. ``nova+cell, API services``: c with ``[cell_database] service_states = false``,
+   the read before each request being ``GET /os-services`` (c before 2026-11-27).
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -95,7 +102,8 @@ NUMA_SHARE = 0.2
 PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
 #: Phase name -> the config it adds to bench.view's provider view config.
-PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell')
+PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
+          'nova+cell, API services')
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
 
@@ -272,6 +280,26 @@ class StandIn:
 # ---------------------------------------------------------------- the cell database
 
 
+def _service_rows(cloud: SyntheticCloud) -> list[tuple[Any, ...]]:
+    """The services rows of the computes :func:`nova_documents` describes: the same
+    hosts disabled and forced down; a compute silent there (its heartbeat older than
+    ``service_down_time``) keeps that heartbeat and ``report_count`` 0 (it never
+    reports: the heartbeats leave it alone); the others report from now on."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    rows = []
+    for i, host in enumerate(cloud.hosts_document()['hosts'], 1):
+        seen = datetime.datetime.fromisoformat(host['last_seen_up'])
+        if seen.tzinfo is None:
+            seen = seen.replace(tzinfo=datetime.timezone.utc)
+        silent = (now - seen).total_seconds() >= deploy.SERVICE_DOWN_TIME
+        heartbeat = (seen if silent else now).astimezone(datetime.timezone.utc).replace(
+            tzinfo=None)
+        rows.append((i, heartbeat, host['service_host'], 0 if silent else 1,
+                     host['disabled'], 'bench: disabled' if host['disabled'] else None,
+                     host['forced_down'], heartbeat))
+    return rows
+
+
 class CellDatabase:
     """A Nova cell database on the machine's PostgreSQL: ``compute_nodes`` with one row
     per compute of the cloud; dropped by :meth:`drop`."""
@@ -280,7 +308,7 @@ class CellDatabase:
         import psycopg2
         from psycopg2.extras import execute_values
 
-        from tests.fixtures.cell_databases import _POSTGRES_TABLE
+        from tests.fixtures.cell_databases import _POSTGRES_SERVICES, _POSTGRES_TABLE
         from tests.fixtures.nova_host_data import pci_pool, pci_stats_json, two_cell_host
         from tests.fixtures.postgres_placement import POSTGRES_URL, _maintenance_connection
 
@@ -309,6 +337,14 @@ class CellDatabase:
         connection = self.connect()
         try:
             cursor = connection.cursor()
+            cursor.execute(_POSTGRES_SERVICES)
+            execute_values(cursor, (
+                'INSERT INTO services (id, created_at, updated_at, host, "binary", topic, '
+                'report_count, disabled, disabled_reason, forced_down, last_seen_up, '
+                'version, deleted) VALUES %s'), _service_rows(cloud),
+                template=("(%s, timezone('UTC', now()) - interval '1 day', %s, %s, "
+                          "'nova-compute', 'compute', %s, %s, %s, %s, %s, 66, 0)"),
+                page_size=2000)
             cursor.execute(_POSTGRES_TABLE)
             execute_values(cursor, (
                 'INSERT INTO compute_nodes (created_at, host, uuid, vcpus, memory_mb, '
@@ -321,6 +357,28 @@ class CellDatabase:
             connection.commit()
             connection.autocommit = True
             cursor.execute('ANALYZE compute_nodes')
+            cursor.execute('ANALYZE services')
+        finally:
+            connection.close()
+        self._stop = threading.Event()
+        self._heartbeats = threading.Thread(target=self._report, name='cell-heartbeats',
+                                            daemon=True)
+        self._heartbeats.start()
+
+    def _report(self) -> None:
+        """nova-compute's service reports: every compute writes its heartbeat every
+        10 s (``report_interval``), here a tenth of them each second."""
+        connection = self.connect()
+        connection.autocommit = True
+        try:
+            tick = 0
+            while not self._stop.wait(1.0):
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "UPDATE services SET last_seen_up = timezone('UTC', now()), "
+                        "updated_at = timezone('UTC', now()), report_count = report_count + 1 "
+                        'WHERE id %% 10 = %s AND report_count > 0', (tick % 10,))
+                tick += 1
         finally:
             connection.close()
 
@@ -346,11 +404,25 @@ class CellDatabase:
             connection.close()
         return time.perf_counter() - started
 
+    def services_read(self) -> float:
+        """Seconds of the read of the services' state before a request
+        (scheduler.catalog.cell_services), through the service's own reader."""
+        from scheduler.catalog.cell_db import CellDatabaseReader
+        from scheduler.catalog.cell_services import CellServicesReader
+
+        reader = CellServicesReader([CellDatabaseReader(self.url)], down_time=60)
+        started = time.perf_counter()
+        reader.read_services()
+        return time.perf_counter() - started
+
     def config(self) -> str:
         return f'[cell_database]\nconnections = {CELL_UUID}={self.url}\n'
 
     def drop(self) -> None:
         from tests.fixtures.postgres_placement import _drop_database
+
+        self._stop.set()
+        self._heartbeats.join(10)
 
         _drop_database(self._admin, self.database)
         self._admin.close()
@@ -410,6 +482,9 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDa
         return config + nova.config(_label(name))
     if name == 'nova+cell':
         return config + nova.config(_label(name)) + cell.config()
+    if name == 'nova+cell, API services':
+        return (config + nova.config(_label(name)) + cell.config()
+                + 'service_states = false\n')
     if name == 'cell':
         return config + cell.config()
     max_age = name.rsplit(' ', 1)[1]
@@ -560,6 +635,10 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
                 statistics.median(cell.whole_read() for _ in range(5)) * 1000,
                 note=f'{n} compute_nodes rows, {NUMA_SHARE:.0%} with a NUMA topology, '
                      f'{PCI_SHARE:.0%} with PCI pools; a new connection each'))
+        row(Row('host data: cell database services read alone', n,
+                statistics.median(cell.services_read() for _ in range(5)) * 1000,
+                note=f'{n} nova-compute rows through scheduler.catalog.cell_services '
+                     f'(SELECT, states, a fresh parser); a new connection each'))
         phases = _phases(settings)
         measured: dict[str, list[Measured]] = {name: [] for name in phases}
         if settings.one_at_a_time:

@@ -17,16 +17,19 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
 from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
+from scheduler.catalog.cell_db import CellDatabaseReader, split_connection
+from scheduler.catalog.cell_services import CellServicesReader
 from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot, ServiceState
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.catalog.shared_services import SharedReads
+from scheduler.conf.cell_database import GROUP as CELL_GROUP
 from scheduler.conf.ksa import load_adapter
 from scheduler.conf.nova import GROUP, MAX_MICROVERSION, MIN_MICROVERSION
 from scheduler.exceptions import ConfigurationError
@@ -62,6 +65,17 @@ def check_microversion(value: str) -> str:
             f'hypervisor ids are compute node UUIDs from {MIN_MICROVERSION}, and 2.88 dropped '
             f'cpu_info from GET /os-hypervisors/detail')
     return value.strip()
+
+
+class ServicesSource(Protocol):
+    """What the read of the compute services' state before a request reads from."""
+
+    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]: ...
+
+    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
+                                         list[nova_api.ServiceKey]]: ...
+
+    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]: ...
 
 
 class NovaComputeReader:
@@ -173,10 +187,14 @@ class NovaSync(PeriodicSync):
     def __init__(self, catalog: HostCatalog, reader: NovaComputeReader, *, interval: float,
                  service_state_max_age: float | None = None,
                  shared: SharedReads | None = None,
+                 services: ServicesSource | None = None,
                  clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
         self._reader = reader
+        # Where the read before a request finds the services' state: the compute
+        # API, or the cell databases (scheduler/catalog/cell_services.py).
+        self._services: ServicesSource = services if services is not None else reader
         self.failures_in_a_row = 0
         self.last_success: float | None = None  # time.monotonic()
         self._max_age = service_state_max_age
@@ -212,9 +230,9 @@ class NovaSync(PeriodicSync):
                 return
             started = self._clock()
             try:
-                services, unknown = self._reader.read_services()
+                services, unknown = self._services.read_services()
             except NovaApiError as e:
-                LOG.warning('compute API services read failed (%s); deciding with the '
+                LOG.warning('compute services read failed (%s); deciding with the '
                             'state of %s', e, 'the last sync' if read_at else 'no sync yet')
                 return
             self._catalog.apply_service_states(services, unknown)
@@ -231,7 +249,7 @@ class NovaSync(PeriodicSync):
                 return
             try:
                 keys = self._shared.keys()
-                services, unknown = self._reader.states_of_keys(keys)
+                services, unknown = self._services.states_of_keys(keys)
             except (OSError, ValueError, NovaApiError) as e:
                 # Reading the API itself keeps the request's guarantee, and its
                 # read, unlike what this worker holds, is handed over anew.
@@ -244,9 +262,9 @@ class NovaSync(PeriodicSync):
                 return
         started = self._clock()
         try:
-            services, unknown, keys = self._reader.read_service_keys()
+            services, unknown, keys = self._services.read_service_keys()
         except NovaApiError as e:
-            LOG.warning('compute API services read failed (%s); deciding with the state '
+            LOG.warning('compute services read failed (%s); deciding with the state '
                         'of %s', e, 'the last read' if self._services_read_at else 'no sync yet')
             return
         # Keys unlike those of the last change this worker holds are a change (or,
@@ -369,12 +387,27 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
                                read_timeout=opts.read_timeout,
                                page_size=opts.hypervisor_page_size)
     max_age = opts.service_state_max_age
+    services = cell_services_from_conf(conf) if max_age >= 0 else None
     LOG.info('compute API sync every %ss at microversion %s; compute services\' state read '
-             '%s', opts.sync_interval, opts.microversion,
+             '%s%s', opts.sync_interval, opts.microversion,
              'before every request' if max_age == 0 else
              f'before a request when older than {max_age}s' if max_age > 0 else
-             'with the sync only')
+             'with the sync only',
+             ' from the cell databases\' services tables' if services is not None else '')
     return NovaSync(catalog, reader, interval=opts.sync_interval,
                     service_state_max_age=max_age if max_age >= 0 else None,
-                    shared=shared if max_age >= 0 else None)
+                    shared=shared if max_age >= 0 else None, services=services)
+
+
+def cell_services_from_conf(conf: cfg.ConfigOpts) -> CellServicesReader | None:
+    """The cell databases' services tables, when ``[cell_database]`` names databases
+    and reads the services' state there (``service_states``)."""
+    opts = conf[CELL_GROUP]
+    urls = [u.strip() for u in opts.connections or () if u.strip()]
+    if not urls or not opts.service_states:
+        return None
+    readers = [CellDatabaseReader(split_connection(value)[1],
+                                  connect_timeout=opts.connect_timeout,
+                                  query_timeout=opts.query_timeout) for value in urls]
+    return CellServicesReader(readers, down_time=conf.service_down_time)
 

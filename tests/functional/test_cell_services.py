@@ -1,0 +1,63 @@
+"""The compute services' state read from REAL cell databases (MariaDB and PostgreSQL),
+as an operator's read-only user reads it: what ``GET /os-services`` would answer
+for the same rows (proved against Nova's code in tests/nova_differential/services.py).
+"""
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from scheduler.catalog.cell_db import CellDatabaseReader
+from scheduler.catalog.cell_services import CellServicesReader, utcnow
+from scheduler.catalog.nova_api import NovaApiError
+from tests.fixtures.cell_databases import READER_PASSWORD
+
+
+def ago(seconds: float) -> datetime.datetime:
+    return utcnow() - datetime.timedelta(seconds=seconds)
+
+
+def read(cell_db):
+    reader = CellServicesReader([CellDatabaseReader(cell_db.reader_url)], down_time=60)
+    services, unknown = reader.read_services()
+    assert unknown == []
+    return services
+
+
+def test_a_read_only_user_reads_each_compute_services_state_as_the_api_shows_it(cell_db):
+    cell_db.insert_service('cn-up', last_seen_up=ago(5), created_at=ago(3600))
+    cell_db.insert_service('cn-silent', last_seen_up=ago(300), created_at=ago(3600))
+    cell_db.insert_service('cn-new', last_seen_up=None, created_at=ago(5))
+    cell_db.insert_service('cn-forced', last_seen_up=ago(5), created_at=ago(3600),
+                           forced_down=True)
+    cell_db.insert_service('cn-off', last_seen_up=ago(5), created_at=ago(3600),
+                           disabled=True, disabled_reason='maintenance')
+    cell_db.insert_service('cn-gone', last_seen_up=ago(5), created_at=ago(3600), deleted=True)
+    cell_db.insert_service('cn-up', binary='nova-conductor', last_seen_up=ago(900),
+                           created_at=ago(3600))
+
+    services = read(cell_db)
+
+    assert {h: (s.up, s.disabled, s.disabled_reason, s.forced_down)
+            for h, s in services.items()} == {
+        'cn-up': (True, False, None, False),
+        'cn-silent': (False, False, None, False),
+        'cn-new': (True, False, None, False),
+        'cn-forced': (False, False, None, True),
+        'cn-off': (True, True, 'maintenance', False)}
+    # ComputeFilter sees the silent one's last update, long past service_down_time.
+    assert services['cn-silent'].last_seen_up is not None
+    assert services['cn-silent'].last_seen_up < datetime.datetime.now(
+        datetime.timezone.utc) - datetime.timedelta(seconds=250)
+
+
+def test_a_user_who_may_not_read_services_fails_the_read_without_its_password(cell_db):
+    cell_db.insert_service('cn1', last_seen_up=ago(5), created_at=ago(3600))
+    cell_db.revoke_reader('services')
+
+    with pytest.raises(NovaApiError) as failed:
+        read(cell_db)
+
+    assert 'services' in str(failed.value)
+    assert READER_PASSWORD not in str(failed.value)
