@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader
@@ -41,8 +42,8 @@ from scheduler.catalog.nova_api import (
 from scheduler.catalog.readonly_db import sqlalchemy_module
 from scheduler.conf.cell_database import GROUP
 
-#: The only statement sent (besides the read-only session setup); ``binary`` is
-#: quoted by the dialect (a reserved word in PostgreSQL).
+#: The columns read (``binary`` and ``deleted`` select the rows; ``binary`` is
+#: quoted by each dialect, a reserved word in PostgreSQL).
 COLUMNS = ('host', 'disabled', 'disabled_reason', 'forced_down', 'last_seen_up',
            'created_at', 'updated_at')
 
@@ -86,10 +87,32 @@ def service_keys(rows: Iterable[Sequence[Any]], *, now: datetime.datetime,
     return keys
 
 
+@dataclass
+class _CellServices:
+    """What the last read of one cell found: its services' ids and hosts in id order
+    (valid while the count and the highest id stay), and the keys of that read."""
+
+    members: tuple[int, int] = (0, 0)     # (count, highest id)
+    ids: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    exceptions: dict[int, ServiceKey] = field(default_factory=dict)
+    keys: list[ServiceKey] = field(default_factory=list)
+
+
 class CellServicesReader:
     """Reads the nova-compute services of every cell, as the compute API would list
     them; what :class:`~scheduler.catalog.nova_sync.NovaSync` reads before a request
-    instead of ``GET /os-services``. One read at a time (NovaSync's lock)."""
+    instead of ``GET /os-services``. One read at a time (NovaSync's lock).
+
+    A read asks each cell how many services it has and the highest id (which
+    change when one is added or deleted) and, when those are as at the last
+    read, only the rows that are not up and enabled with no reason (disabled,
+    forced down, a heartbeat outside ``service_down_time``): a few rows in a
+    healthy cloud, against every row, which cost as much as the compute API's
+    answer (75 ms at 10,000 services). Every other service is up and enabled by
+    that very condition. A read that finds what the last one found returns
+    the last read's objects, which the catalog takes without comparing them.
+    """
 
     def __init__(self, readers: Sequence[CellDatabaseReader], *, down_time: float,
                  clock: Callable[[], datetime.datetime] = utcnow):
@@ -97,6 +120,8 @@ class CellServicesReader:
         self._down_time = down_time
         self._clock = clock
         self._parser = ServicesParser()
+        self._cells: dict[str, _CellServices] = {}
+        self._last: tuple[dict[str, ServiceState], list[str], list[ServiceKey]] | None = None
 
     def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
         services, unknown, _ = self.read_service_keys()
@@ -105,28 +130,78 @@ class CellServicesReader:
     def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str], list[ServiceKey]]:
         """Every cell's services: (state by host, hosts of no cell, the keys); NovaApiError
         when a cell cannot be read (the read failed: nothing of it is applied)."""
-        rows: list[Sequence[Any]] = []
+        now = self._clock()
+        changed = False
+        cells = []
         for reader in self._readers:
-            rows.extend(self._rows(reader))
-        keys = service_keys(rows, now=self._clock(), down_time=self._down_time)
+            cell, cell_changed = self._read(reader, now, self._cells.get(reader.label))
+            changed = changed or cell_changed
+            cells.append((reader.label, cell))
+        if not changed and self._last is not None:
+            return self._last
+        self._cells = dict(cells)
+        keys = [key for _, cell in cells for key in cell.keys]
         services, unknown = self._parser.parse_keys(keys)
-        return services, unknown, keys
+        self._last = services, unknown, keys
+        return self._last
 
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
         return self._parser.parse_keys(keys)
 
-    @staticmethod
-    def _rows(reader: CellDatabaseReader) -> list[Sequence[Any]]:
+    def _read(self, reader: CellDatabaseReader, now: datetime.datetime,
+              last: _CellServices | None) -> tuple[_CellServices, bool]:
+        """This cell's services now, and whether their keys differ from ``last``'s."""
         sqlalchemy = sqlalchemy_module(f'[{GROUP}] connections')
-        table = sqlalchemy.table('services', *(sqlalchemy.column(c) for c in
-                                               (*COLUMNS, 'id', 'binary', 'deleted')))
-        # In the order the compute API lists them: the workers sharing reads
-        # compare the keys of one read with the last's.
-        statement = (sqlalchemy.select(*(table.c[c] for c in COLUMNS))
-                     .where(table.c.deleted == 0, table.c.binary == COMPUTE_BINARY)
-                     .order_by(table.c.id))
+        table = _table(sqlalchemy)
+        live = sqlalchemy.and_(table.c.deleted == 0, table.c.binary == COMPUTE_BINARY)
+        low, high = (now - datetime.timedelta(seconds=self._down_time),
+                     now + datetime.timedelta(seconds=self._down_time))
+        heartbeat = sqlalchemy.func.coalesce(table.c.last_seen_up, table.c.created_at)
+        # Exactly the rows whose key is not "up, enabled, no reason, not forced".
+        unusual = sqlalchemy.or_(table.c.disabled.is_(sqlalchemy.true()),
+                                 table.c.forced_down.is_(sqlalchemy.true()),
+                                 table.c.disabled_reason.is_not(None), heartbeat.is_(None),
+                                 heartbeat < low, heartbeat > high)
+        columns = [table.c.id, *(table.c[c] for c in COLUMNS)]
         try:
             with reader.connect() as connection:
-                return [tuple(row) for row in connection.execute(statement)]
+                members = tuple(connection.execute(
+                    sqlalchemy.select(sqlalchemy.func.count(), sqlalchemy.func.max(table.c.id))
+                    .where(live)).one())
+                members = (int(members[0] or 0), int(members[1] or 0))
+                full = last is None or members != last.members
+                statement = sqlalchemy.select(*columns).where(
+                    live if full else sqlalchemy.and_(live, unusual)).order_by(table.c.id)
+                rows = [tuple(row) for row in connection.execute(statement)]
         except CellDatabaseError as e:
             raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
+        row_keys = service_keys((row[1:] for row in rows), now=now, down_time=self._down_time)
+        if full:
+            cell = _CellServices(members, [row[0] for row in rows], [row[1] for row in rows])
+        else:
+            assert last is not None
+            cell = _CellServices(members, last.ids, last.hosts)
+        cell.exceptions = {row[0]: key for row, key in zip(rows, row_keys, strict=True)
+                           if key[1:] != _USUAL}
+        if last is not None and not full and cell.exceptions == last.exceptions:
+            cell.keys = last.keys
+            return cell, False
+        exceptions = cell.exceptions
+        cell.keys = [exceptions.get(ident) or (host, *_USUAL)
+                     for ident, host in zip(cell.ids, cell.hosts, strict=True)]
+        return cell, last is None or cell.keys != last.keys
+
+
+#: The key of an up, enabled service with no reason, but for its host.
+_USUAL: ServiceKey = ('enabled', 'up', None, False, None)
+
+
+def _table(sqlalchemy: Any) -> Any:
+    column, types = sqlalchemy.column, sqlalchemy.types
+    # Typed, so that each dialect compares booleans and timestamps its own way.
+    return sqlalchemy.table(
+        'services', column('id', types.Integer), column('host', types.String),
+        column('binary', types.String), column('deleted', types.Integer),
+        column('disabled', types.Boolean), column('disabled_reason', types.String),
+        column('forced_down', types.Boolean), column('last_seen_up', types.DateTime),
+        column('created_at', types.DateTime), column('updated_at', types.DateTime))

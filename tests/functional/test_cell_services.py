@@ -61,3 +61,23 @@ def test_a_user_who_may_not_read_services_fails_the_read_without_its_password(ce
 
     assert 'services' in str(failed.value)
     assert READER_PASSWORD not in str(failed.value)
+
+
+def test_a_second_read_finds_what_changed_since_the_first(cell_db):
+    for host in ('cn1', 'cn2', 'cn3'):
+        cell_db.insert_service(host, last_seen_up=ago(5), created_at=ago(3600))
+    reader = CellServicesReader([CellDatabaseReader(cell_db.reader_url)], down_time=60)
+    first, _ = reader.read_services()
+    cell_db.query_commit("UPDATE services SET disabled = true, disabled_reason = 'rack' "
+                         "WHERE host = 'cn1'")
+    cell_db.query_commit("UPDATE services SET forced_down = true WHERE host = 'cn2'")
+
+    second, _ = reader.read_services()
+    cell_db.query_commit("UPDATE services SET deleted = id WHERE host = 'cn3'")
+    third, _ = reader.read_services()
+
+    assert all(s.up and not s.disabled for s in first.values())
+    assert (second['cn1'].disabled, second['cn1'].disabled_reason) == (True, 'rack')
+    assert (second['cn2'].up, second['cn2'].forced_down) == (False, True)
+    assert second['cn3'].up
+    assert set(third) == {'cn1', 'cn2'}

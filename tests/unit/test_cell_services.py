@@ -140,3 +140,51 @@ def test_cell_database_connections_are_where_the_services_are_read_unless_turned
                                HostCatalog(default_cell_uuid=CELL))
     assert sync is not None
     assert isinstance(sync._services, source)
+
+
+def test_reading_only_what_changed_gives_what_a_whole_read_gives(tmp_path):
+    """Heartbeats, services disabled and enabled, forced down and up, deleted and
+    added, and time passing: after each round of changes the reader that asks only
+    for the unusual rows answers exactly what a new reader's whole read answers."""
+    import random
+    rng = random.Random(7)
+    path = tmp_path / 'cell1.db'
+    url = sqlite_cell(path, [row(i, f'cn{i}', heartbeat=rng.uniform(-50, 50))
+                             for i in range(1, 41)])
+    now = [NOW]
+    reader = CellServicesReader([CellDatabaseReader(url)], down_time=60,
+                                clock=lambda: now[0])
+
+    def at(seconds: float) -> str:
+        return (now[0] - datetime.timedelta(seconds=seconds)).isoformat(' ')
+
+    changes = [
+        lambda db, i: db.execute('UPDATE services SET last_seen_up = ?, updated_at = ? '
+                                 'WHERE id = ?', (at(rng.uniform(-70, 90)), at(0), i)),
+        lambda db, i: db.execute('UPDATE services SET disabled = ?, disabled_reason = ? '
+                                 'WHERE id = ?', (rng.random() < 0.5,
+                                                  rng.choice([None, 'maintenance']), i)),
+        lambda db, i: db.execute('UPDATE services SET forced_down = ? WHERE id = ?',
+                                 (rng.random() < 0.5, i)),
+        lambda db, i: db.execute('UPDATE services SET deleted = id WHERE id = ?', (i,)),
+        lambda db, i: db.execute(
+            'INSERT INTO services (id, host, "binary", disabled, forced_down, last_seen_up, '
+            'created_at, updated_at, deleted) SELECT MAX(id) + 1, \'new\' || (MAX(id) + 1), '
+            '\'nova-compute\', 0, 0, ?, ?, ?, 0 FROM services', (at(1), at(5), at(1))),
+        lambda db, i: None,
+    ]
+    for _ in range(60):
+        with sqlite3.connect(path) as db:
+            for _ in range(rng.choice([0, 1, 1, 3])):
+                rng.choice(changes)(db, rng.randrange(1, 45))
+        now[0] += datetime.timedelta(seconds=rng.choice([0, 1, 20]))
+        whole = CellServicesReader([CellDatabaseReader(url)], down_time=60,
+                                   clock=lambda: now[0])
+
+        assert reader.read_service_keys() == whole.read_service_keys()
+
+
+def test_a_read_that_finds_nothing_changed_hands_back_the_last_reads_objects(tmp_path):
+    reader = reader_of(sqlite_cell(tmp_path / 'cell1.db', [row(1, 'cn1'), row(2, 'cn2')]))
+    first = reader.read_service_keys()
+    assert reader.read_service_keys() is first
