@@ -123,7 +123,7 @@ class SchedulerManager:
             # As fresh as [nova] service_state_max_age and [cell_database] max_age
             # ask: Nova reads its services table and its candidates' compute
             # nodes per request.
-            refresh_service_states=refresh_service_states or (lambda: None),
+            refresh_service_states=refresh_service_states,
             refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None),
             look_up_destination=self.query.look_up_destination)
         # Which near-best hosts this worker tries first, and its claims in flight.
@@ -243,8 +243,9 @@ class SchedulerManager:
                                     rebuild=True)
         request_filters_stage.run(self.request_filters, spec, self.request_filter_sources,
                                   self.conf, trace)
+        services = self.hosts.services_ahead()
         candidates = self.query.candidates(context, spec, trace, claim=claim)
-        hosts = self.hosts.for_answer(context, spec, candidates, trace)
+        hosts = self.hosts.for_answer(context, spec, candidates, trace, services=services)
         if isinstance(candidates, Match):
             return self._place_each(context, spec, uuids, hosts, trace=trace, claim=claim,
                                     refresh=self._view_again(context, spec, candidates, trace))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from oslo_config import cfg
 
@@ -47,12 +48,16 @@ _MAX_REBUILD_NAMES = 10
 
 FindRoots = Callable[[RequestContext, str | None, str | None], dict[str, str]]
 LookUpDestination = Callable[[str | None, str | None], bool]
+#: Waits for a read of the services' state begun earlier (HostBuilder.services_ahead).
+ServicesRead = Callable[[], None]
+#: Reads of the services' state running ahead at once, per process.
+_READS_AHEAD = 8
 
 
 class HostBuilder:
     def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData, *,
                  resolver: HostResolver, find_roots: FindRoots,
-                 refresh_service_states: Callable[[], None],
+                 refresh_service_states: Callable[[], None] | None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None],
                  look_up_destination: LookUpDestination | None = None):
         self.conf = conf
@@ -62,22 +67,37 @@ class HostBuilder:
         self.find_roots = find_roots
         # A named host the catalog does not know, asked of the host sources once.
         self.look_up_destination = look_up_destination or (lambda host, node: False)
-        self.refresh_service_states = refresh_service_states
+        self.refresh_service_states = refresh_service_states or (lambda: None)
         self.refresh_compute_nodes = refresh_compute_nodes
+        # The services' state is read while the candidates are being found (it needs
+        # only to begin after the request arrived and end before its hosts are built).
+        self._ahead = (ThreadPoolExecutor(_READS_AHEAD, thread_name_prefix='services-read')
+                       if refresh_service_states is not None else None)
+
+    def services_ahead(self) -> ServicesRead:
+        """Begin the read of the services' state this request needs now, in the
+        background; the callable returned waits for it (and raises what it raised)."""
+        if self._ahead is None:
+            return lambda: None
+        read = self._ahead.submit(self.refresh_service_states)
+        return lambda: read.result()
 
     def for_answer(self, context: RequestContext, spec: RequestSpec,
-                   answer: Candidates | Match, trace: RequestTrace) -> HostView:
-        """The hosts of Placement's answer or of the provider view's match."""
+                   answer: Candidates | Match, trace: RequestTrace, *,
+                   services: ServicesRead | None = None) -> HostView:
+        """The hosts of Placement's answer or of the provider view's match;
+        ``services``: the read of the services' state begun for this request (else
+        one is made now)."""
         if isinstance(answer, Match):
-            return self.for_view(context, spec, answer, trace)
-        return self.for_candidates(context, spec, answer, trace)
+            return self.for_view(context, spec, answer, trace, services=services)
+        return self.for_candidates(context, spec, answer, trace, services=services)
 
     def for_view(self, context: RequestContext, spec: RequestSpec, match: Match,
-                 trace: RequestTrace) -> HostView:
+                 trace: RequestTrace, *, services: ServicesRead | None = None) -> HostView:
         """The hosts of the provider view's match, restricted as the spec asks: rows
         of the table the view keeps over its snapshot, read from the catalog as
         fresh as for Placement's answers."""
-        self.refresh_service_states()
+        (services or self.refresh_service_states)()
         az = self.conf.default_availability_zone
         with metrics.stage('host_states'):
             hosts, table = match.hosts_of_table(self.catalog, az)
@@ -106,9 +126,10 @@ class HostBuilder:
         return hosts
 
     def for_candidates(self, context: RequestContext, spec: RequestSpec, candidates: Candidates,
-                       trace: RequestTrace) -> HostView:
+                       trace: RequestTrace, *, services: ServicesRead | None = None
+                       ) -> HostView:
         """The hosts of Placement's answer, restricted as the spec asks."""
-        self.refresh_service_states()
+        (services or self.refresh_service_states)()
         roots = candidates.root_provider_uuids()
         self._learn_provider_names(context, roots)
         unresolved = self.resolver.resolve(roots)
