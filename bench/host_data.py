@@ -26,17 +26,16 @@ b. ``nova``: ``[nova]`` at its defaults (``sync_interval`` 60,
    ``service_state_max_age`` 0: a ``GET /os-services?binary=nova-compute`` begun
    after each request arrived, read by the service's workers in turns and taken by
    every request waiting for one);
-c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults (the read
-   before each request takes the services' state from the cell database's
-   ``services`` table: scheduler/catalog/cell_services.py);
+c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
 d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
    sync only (``--no-periodic-only`` leaves it out);
 e. with ``--cell-alone``, ``cell``: ``[cell_database]`` at its defaults, without
    ``[nova]``;
 f. with ``--max-age S``, ``nova, max_age S``: ``[nova] service_state_max_age = S``, a
    read before a request only when the last is older than S seconds;
-g. ``nova+cell, API services``: c with ``[cell_database] service_states = false``,
-   the read before each request being ``GET /os-services`` (c before 2026-11-27).
+g. ``nova+cell, cell services``: c with ``[cell_database] service_states = true``,
+   the read before each request taking the cell database's ``services`` table
+   (scheduler/catalog/cell_services.py) instead of ``GET /os-services``.
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -103,7 +102,7 @@ PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
 #: Phase name -> the config it adds to bench.view's provider view config.
 PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
-          'nova+cell, API services')
+          'nova+cell, cell services')
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
 
@@ -487,9 +486,9 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDa
         return config + nova.config(_label(name))
     if name == 'nova+cell':
         return config + nova.config(_label(name)) + cell.config()
-    if name == 'nova+cell, API services':
+    if name == 'nova+cell, cell services':
         return (config + nova.config(_label(name)) + cell.config()
-                + 'service_states = false\n')
+                + 'service_states = true\n')
     if name == 'cell':
         return config + cell.config()
     max_age = name.rsplit(' ', 1)[1]

@@ -4,7 +4,7 @@ What nova-scheduler itself reads before every request (``HostManager`` lists the
 ``nova-compute`` services of every cell and asks the servicegroup API whether
 each is up), and what ``GET /os-services`` answers from the same table; read
 here instead of that API when ``[cell_database]`` gives the cells' connections
-and ``[cell_database] service_states`` is on, for the read ``[nova]
+and ``[cell_database] service_states`` is turned on, for the read ``[nova]
 service_state_max_age`` asks for before a request. The compute API answers
 with the whole table serialised as JSON, every time: at 50,000 services the
 scheduler's decoding alone was 70 ms of CPU per read, and nova-api's own work
@@ -19,7 +19,7 @@ service_down_time`` seconds of now, in either direction; ``updated_at`` is the
 row's. So the states equal the compute API's, and the records go through the
 same :class:`~scheduler.catalog.nova_api.ServicesParser` (its keys, memory and
 sharing between workers). A cloud whose servicegroup driver is not the
-database's (memcache) keeps heartbeats elsewhere: turn ``service_states`` off.
+database's (memcache) keeps heartbeats elsewhere: leave ``service_states`` off.
 
 Only ``SELECT``, on connections made read-only, of these columns of the
 ``services`` table: what a reader user needs granted is ``SELECT`` on it.

@@ -40,7 +40,7 @@ cell_database_opts = [
                       'an instance that nova-compute has claimed is never fitted again '
                       'into the same NUMA cell or PCI device. -1: only with the periodic '
                       'sync. Requests without NUMA or PCI never wait for a read.'),
-    cfg.BoolOpt('service_states', default=True,
+    cfg.BoolOpt('service_states', default=False,
                 help='Read the nova-compute services\' state that ``[nova] '
                      'service_state_max_age`` asks for before a request from the '
                      '``services`` table of these databases, as nova-scheduler does, instead '
@@ -48,8 +48,10 @@ cell_database_opts = [
                      'compute API). The states are what the compute API would answer when '
                      'Nova keeps heartbeats in the database (``[DEFAULT] servicegroup_driver '
                      '= db``, the default), with ``[DEFAULT] service_down_time`` set as '
-                     'Nova\'s; with another servicegroup driver set this to false. Needs '
-                     '``SELECT`` on ``services``.'),
+                     'Nova\'s; not with another servicegroup driver. Needs ``SELECT`` on '
+                     '``services``. Off by default: with a compute API that answers at once '
+                     'it decided no faster (doc/performance.md); it spares nova-api building '
+                     'the whole services list for every request.'),
     cfg.FloatOpt('startup_sync_timeout', default=10.0, min=0.0,
                  help='At start-up, seconds to wait for the first read before taking calls; '
                       'the service starts anyway when it takes longer. 0: do not wait.'),

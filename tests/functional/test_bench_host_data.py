@@ -5,10 +5,10 @@ bench/host_data.py runs the provider view with the hosts file only, then with
 ``[cell_database]`` (a PostgreSQL cell database) at their defaults, then with the
 services read by the periodic sync only, and with both but the services' state read
 from the compute API. At 30 hosts and a few seconds a phase, each phase must answer
-requests; ``[nova]`` alone, and with the cell database when its ``service_states``
-is off, must send one ``GET /os-services`` per request (a few fewer when requests
-share a read); with the cell database at its defaults (the services' state read
-from its ``services`` table) and with ``service_state_max_age = -1``, none.
+requests; ``[nova]`` alone and with the cell database at their defaults must send
+one ``GET /os-services`` per request (a few fewer when requests share a read); with
+the services' state read from the cell database's ``services`` table
+(``service_states = true``) and with ``service_state_max_age = -1``, none.
 """
 from __future__ import annotations
 
@@ -32,20 +32,20 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
 
     rows = {row['name']: row for row in json.loads(out.read_text())}
     for phase in ('baseline', 'nova', 'nova+cell', 'nova, max_age -1',  # the default ones
-                  'nova+cell, API services'):
+                  'nova+cell, cell services'):
         assert rows[f'host data: {phase}, throughput']['ours_ms'] > 0, printed
         assert 'other errors 0' in rows[f'host data: {phase}, throughput']['note'], printed
     assert rows['host data: stand-in GET /os-services alone (client side)']['ours_ms'] > 0
     assert rows['host data: cell database services, first read alone']['ours_ms'] > 0
     assert rows['host data: cell database services, next read alone']['ours_ms'] > 0
 
-    for phase in ('nova', 'nova+cell, API services'):
+    for phase in ('nova', 'nova+cell'):
         row = rows[f'host data: {phase}, GET /os-services per request']
         gets, calls = map(int, re.match(r'(\d+) GETs for (\d+) requests', row['note']).groups())
         # Shared only by requests that queue behind a read: nearly one per request.
         assert calls > 0 and gets >= 0.8 * calls, row
         assert rows[f'host data: {phase}, stand-in time per GET /os-services']['ours_ms'] > 0
-    for phase in ('nova, max_age -1', 'nova+cell'):
+    for phase in ('nova, max_age -1', 'nova+cell, cell services'):
         row = rows[f'host data: {phase}, GET /os-services per request']
         assert row['ours_ms'] == 0, row
     assert 'host data: baseline, GET /os-services per request' not in rows
