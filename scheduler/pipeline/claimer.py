@@ -403,7 +403,8 @@ class PendingCleanups:
                     since = self._since.get(consumer, self._now())
                 if self._now() - since < recovery.LANDING_WINDOW:
                     continue    # it may still land: look again next round
-                done = 'the claim of %s never landed in Placement: nothing to give back'
+                done = ('Placement shows nothing of the claim of %s (it never landed, or an '
+                        'earlier give-back whose answer was lost took it): nothing to give back')
             with self._lock:
                 if self._pending.get(consumer) is pending:
                     del self._pending[consumer]
