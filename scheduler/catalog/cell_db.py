@@ -367,6 +367,22 @@ class CellDatabaseSync(PeriodicSync):
             reader.close()
 
 
+def cell_readers_from_conf(conf: cfg.ConfigOpts) -> list[CellDatabaseReader]:
+    """A reader of each database ``[cell_database] connections`` names (none: empty).
+
+    ConfigurationError when SQLAlchemy is missing or a URL cannot work.
+    """
+    opts = conf[GROUP]
+    readers = []
+    for value in (u.strip() for u in opts.connections or ()):
+        if value:
+            cell_uuid, url = split_connection(value)
+            readers.append(CellDatabaseReader(url, cell_uuid=cell_uuid,
+                                              connect_timeout=opts.connect_timeout,
+                                              query_timeout=opts.query_timeout))
+    return readers
+
+
 def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
                            ) -> CellDatabaseSync | None:
     """The sync ``[cell_database]`` asks for, or None when ``connections`` is empty.
@@ -374,17 +390,11 @@ def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
     ConfigurationError when SQLAlchemy is missing or a URL cannot work.
     """
     opts = conf[GROUP]
-    urls = [u.strip() for u in opts.connections or () if u.strip()]
-    if not urls:
+    readers = cell_readers_from_conf(conf)
+    if not readers:
         LOG.info('[%s] connections is empty: host NUMA topologies and PCI pools come from '
                  'the hosts file only', GROUP)
         return None
-    readers = []
-    for value in urls:
-        cell_uuid, url = split_connection(value)
-        readers.append(CellDatabaseReader(url, cell_uuid=cell_uuid,
-                                          connect_timeout=opts.connect_timeout,
-                                          query_timeout=opts.query_timeout))
     max_age = opts.max_age
     LOG.info('cell database sync every %ss, read-only: %s; candidates\' compute nodes read '
              '%s', opts.sync_interval, ', '.join(r.label for r in readers),

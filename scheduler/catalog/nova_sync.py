@@ -24,7 +24,7 @@ from oslo_config import cfg
 
 from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
-from scheduler.catalog.cell_db import CellDatabaseReader, split_connection
+from scheduler.catalog.cell_db import cell_readers_from_conf
 from scheduler.catalog.cell_services import CellServicesReader
 from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot, ServiceState
 from scheduler.catalog.periodic import PeriodicSync
@@ -251,10 +251,10 @@ class NovaSync(PeriodicSync):
                 keys = self._shared.keys()
                 services, unknown = self._services.states_of_keys(keys)
             except (OSError, ValueError, NovaApiError) as e:
-                # Reading the API itself keeps the request's guarantee, and its
+                # Reading the services itself keeps the request's guarantee, and its
                 # read, unlike what this worker holds, is handed over anew.
                 LOG.warning('the other workers\' compute services read could not be '
-                            'taken (%s); reading the compute API instead', e)
+                            'taken (%s); reading the services itself instead', e)
             else:
                 self._catalog.apply_service_states(services, unknown)
                 self._held_change, self._held_keys = published.change, [tuple(k) for k in keys]
@@ -402,12 +402,8 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
 def cell_services_from_conf(conf: cfg.ConfigOpts) -> CellServicesReader | None:
     """The cell databases' services tables, when ``[cell_database]`` names databases
     and reads the services' state there (``service_states``)."""
-    opts = conf[CELL_GROUP]
-    urls = [u.strip() for u in opts.connections or () if u.strip()]
-    if not urls or not opts.service_states:
+    if not conf[CELL_GROUP].service_states:
         return None
-    readers = [CellDatabaseReader(split_connection(value)[1],
-                                  connect_timeout=opts.connect_timeout,
-                                  query_timeout=opts.query_timeout) for value in urls]
-    return CellServicesReader(readers, down_time=conf.service_down_time)
+    readers = cell_readers_from_conf(conf)
+    return CellServicesReader(readers, down_time=conf.service_down_time) if readers else None
 
