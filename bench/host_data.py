@@ -179,6 +179,17 @@ class PreSerialisedNova(FakeNova):
                 entry[1] += seconds
 
 
+def _last_seen(host: dict[str, Any]) -> datetime.datetime:
+    """A hosts-document host's last heartbeat, aware UTC."""
+    seen = datetime.datetime.fromisoformat(host['last_seen_up'])
+    return seen if seen.tzinfo is not None else seen.replace(tzinfo=datetime.timezone.utc)
+
+
+def _silent(seen: datetime.datetime, now: datetime.datetime) -> bool:
+    """Silent for longer than the service's ``service_down_time`` (bench.deploy)."""
+    return (now - seen).total_seconds() >= deploy.SERVICE_DOWN_TIME
+
+
 def nova_documents(cloud: SyntheticCloud) -> dict[str, list[dict[str, Any]]]:
     """The cloud's compute services, hypervisors and aggregates as Nova's API answers
     them at 2.87: a service is ``down`` when forced down or silent for longer than the
@@ -187,11 +198,8 @@ def nova_documents(cloud: SyntheticCloud) -> dict[str, list[dict[str, Any]]]:
     now = datetime.datetime.now(datetime.timezone.utc)
     services, hypervisors = [], []
     for host in document['hosts']:
-        seen = datetime.datetime.fromisoformat(host['last_seen_up'])
-        if seen.tzinfo is None:
-            seen = seen.replace(tzinfo=datetime.timezone.utc)
-        up = (not host['forced_down']
-              and (now - seen).total_seconds() < deploy.SERVICE_DOWN_TIME)
+        seen = _last_seen(host)
+        up = not host['forced_down'] and not _silent(seen, now)
         service = samples.compute_service(
             host['service_host'], up=up, disabled=host['disabled'],
             reason='bench: disabled' if host['disabled'] else None,
@@ -287,10 +295,8 @@ def _service_rows(cloud: SyntheticCloud) -> list[tuple[Any, ...]]:
     now = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     for i, host in enumerate(cloud.hosts_document()['hosts'], 1):
-        seen = datetime.datetime.fromisoformat(host['last_seen_up'])
-        if seen.tzinfo is None:
-            seen = seen.replace(tzinfo=datetime.timezone.utc)
-        silent = (now - seen).total_seconds() >= deploy.SERVICE_DOWN_TIME
+        seen = _last_seen(host)
+        silent = _silent(seen, now)
         heartbeat = (seen if silent else now).astimezone(datetime.timezone.utc).replace(
             tzinfo=None)
         rows.append((i, heartbeat, host['service_host'], 0 if silent else 1,
