@@ -124,9 +124,9 @@ class Report:
     errors: dict[str, int] = field(default_factory=dict)
     #: what the first few errors said (a caller's library may fail in ways of its own)
     error_samples: list[str] = field(default_factory=list)
-    #: the instances of failed requests that hold allocations (what to look for in
-    #: the services' logs when the drill fails)
-    failed_holding: list[str] = field(default_factory=list)
+    #: the instances of failed requests that hold allocations, and how long their
+    #: callers waited (what to look for in the services' logs when the drill fails)
+    failed_holding: dict[str, float] = field(default_factory=dict)
     #: the services' log lines about them, and about the requests that name them
     failed_holding_log: list[str] = field(default_factory=list)
 
@@ -313,8 +313,7 @@ def run(drill: Drill) -> Report:
         time.sleep(CLEANUP_INTERVAL + 1.0)
         text = service.output()
         _audit(report, placement, providers, requests, deleted, answered_for(text))
-        report.failed_holding_log = _lines_about(text, [i.split()[0]
-                                                        for i in report.failed_holding])
+        report.failed_holding_log = _lines_about(text, list(report.failed_holding))
         report.claims_given_back = text.count('gave back the claim of')
         report.claims_left_alone = text.count('left the allocations of')
         report.longest_restart_s = round(max(restarts, default=0.0), 1)
@@ -371,8 +370,7 @@ def _audit(report: Report, placement: PlacementClient, providers: list[str],
             report.replies_the_caller_missed += sum(i in held and i in answered
                                                     for i in request.instances)
             report.failed_instances_holding += len(holding)
-            report.failed_holding.extend(f'{i} (the caller waited {request.took} s)'
-                                         for i in holding)
+            report.failed_holding.update(dict.fromkeys(holding, request.took))
     report.unknown_consumers = len(set(held) - known)
     inventories, usages = read_capacity(placement, providers)
     report.providers_over_capacity = len(over_capacity(inventories, usages))
