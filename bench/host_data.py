@@ -53,7 +53,9 @@ cell database's whole ``SELECT`` are timed alone (what each source costs by itse
 
 The stand-in is not a calibrated nova-api: nova-api builds that answer from its
 services table and the servicegroup driver, per cell; this one writes bytes it
-serialised once. Its cost is the least such a read can cost.
+serialised once, but for the heartbeats: each live service's ``updated_at`` moves
+every 10 s, as a real API's answers show (so two reads differ by the heartbeats
+sent between them). Its cost is the least such a read can cost.
 """
 from __future__ import annotations
 
@@ -100,6 +102,8 @@ DEFAULT_SLICE = 10.0
 NUMA_SHARE = 0.2
 PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
+#: nova-compute's ``report_interval``: how often each live compute sends its heartbeat.
+REPORT_INTERVAL = 10.0
 #: Phase name -> the config it adds to bench.view's provider view config.
 PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
           'nova+cell, cell services')
@@ -121,6 +125,41 @@ class PreSerialisedNova(FakeNova):
         self._cache: dict[str, tuple[int, bytes]] = {}
         self._lock = threading.Lock()
         self.stats: dict[str, list[float]] = {}
+        # GET /os-services as the heartbeats leave it (see report), once they run.
+        self._services_answer: bytes | None = None
+        self._reporting = threading.Event()
+
+    def report(self, *, interval: float = REPORT_INTERVAL, ticks: int = 100) -> None:
+        """nova-compute's service reports as nova-api shows them: every up service's
+        ``updated_at`` moves every ``interval`` seconds, a ``ticks``-th of them each
+        ``interval / ticks`` s, so that two reads of ``GET /os-services`` differ by
+        the heartbeats sent between them, as a real API's do (every service here is
+        a nova-compute, so the answer is the same for any ``binary``). A down
+        service sends none. Only the records that moved are serialised again."""
+        records = self.services
+        pieces = [json.dumps(record).encode() for record in records]
+        live = [i for i, record in enumerate(records) if record['state'] == 'up']
+
+        def publish() -> None:
+            self._services_answer = b'{"services": [' + b', '.join(pieces) + b']}'
+
+        def beat() -> None:
+            tick = 0
+            while not self._reporting.wait(interval / ticks):
+                now = datetime.datetime.now(datetime.timezone.utc).strftime(
+                    '%Y-%m-%dT%H:%M:%S.%f')
+                for i in live[tick % ticks::ticks]:
+                    records[i]['updated_at'] = now
+                    pieces[i] = json.dumps(records[i]).encode()
+                publish()
+                tick += 1
+
+        publish()
+        threading.Thread(target=beat, name='fake-nova-heartbeats', daemon=True).start()
+
+    def stop(self) -> None:
+        self._reporting.set()
+        super().stop()
 
     def start(self) -> PreSerialisedNova:
         nova = self
@@ -163,6 +202,9 @@ class PreSerialisedNova(FakeNova):
                 return 200, json.dumps(self.stats).encode()
         good = (headers.get('X-Auth-Token') == self.token
                 and bool(headers.get('OpenStack-API-Version')) and self.fail_with is None)
+        if good and self._services_answer is not None and (
+                urlsplit(raw_path).path.endswith('/os-services')):
+            return 200, self._services_answer
         cached = self._cache.get(raw_path) if good else None
         if cached is None:
             status, document = self.answer(raw_path, headers)
@@ -227,6 +269,7 @@ def _serve(documents_path: str) -> None:
     nova.services = documents['services']
     nova.hypervisors = documents['hypervisors']
     nova.aggregates = documents['aggregates']
+    nova.report()
     nova.start()
     print(nova.url, flush=True)
     sys.stdin.read()
@@ -372,7 +415,7 @@ class CellDatabase:
 
     def _report(self) -> None:
         """nova-compute's service reports: every compute writes its heartbeat every
-        10 s (``report_interval``), here a tenth of them each second."""
+        ``REPORT_INTERVAL`` (10 s), here a tenth of them each second."""
         connection = self.connect()
         connection.autocommit = True
         try:
