@@ -12,6 +12,7 @@ Nothing here logs request headers, bodies or credentials; error texts drop
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -120,8 +121,8 @@ class NovaComputeReader:
     def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
                                          list[nova_api.ServiceKey]]:
         """:meth:`read_services` and the read's keys, for the workers sharing it."""
-        body = self._get('/os-services', {'binary': nova_api.COMPUTE_BINARY})
-        return self._services.parse_with_keys(body)
+        raw = self._get_raw('/os-services', {'binary': nova_api.COMPUTE_BINARY})
+        return self._services.parse_raw_with_keys(raw)
 
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
         """The states of another worker's read (its keys)."""
@@ -155,6 +156,13 @@ class NovaComputeReader:
 
     def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
         try:
+            return json.loads(self._get_raw(url, params))
+        except ValueError:
+            raise NovaApiError(f'GET {url}: the answer is not JSON') from None
+
+    def _get_raw(self, url: str, params: dict[str, Any] | None = None) -> bytes:
+        """The answer's body as it came (requests undoes any content encoding)."""
+        try:
             response = self._adapter.get(
                 url, params=params, microversion=self._microversion, timeout=self._timeout,
                 headers={'Accept': 'application/json'}, raise_exc=False,
@@ -172,10 +180,7 @@ class NovaComputeReader:
                     if response.status_code == 406 else '')
             raise NovaApiError(f'GET {url}: HTTP {response.status_code}{hint}: {detail}',
                                status_code=response.status_code)
-        try:
-            return response.json()
-        except ValueError:
-            raise NovaApiError(f'GET {url}: the answer is not JSON') from None
+        return response.content
 
 
 class NovaSync(PeriodicSync):

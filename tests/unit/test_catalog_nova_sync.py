@@ -1,6 +1,7 @@
 """Compute API snapshots in the HostCatalog, and the sync that reads and applies them."""
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -161,10 +162,11 @@ class _Response:
         self._body = body
         self.text = str(body)
 
-    def json(self):
+    @property
+    def content(self) -> bytes:
         if isinstance(self._body, Exception):
-            raise self._body
-        return self._body
+            return b'<html>not json</html>'
+        return json.dumps(self._body).encode()
 
 
 class StubAdapter:

@@ -143,6 +143,87 @@ def test_the_keys_of_a_read_give_another_parser_the_same_states():
         assert follower.parse_keys(shipped) == (services, unknown)
 
 
+#: disabled_reason values that put record separators, quotes, braces and escapes
+#: inside a string, where splitting the answer's bytes must not cut.
+_TRICKY_REASONS = ['}, {', '},{', '"}, {"binary": "nova-compute", "host": "x"',
+                   '}]}', 'back\\slash \\"}, {', 'ünïcødé }, { ☃', '{"services": [']
+
+
+def _written(rng, body):
+    """The answer as some compute API could write it: nova-api's json.dumps, its
+    compact form, an indented one, or with keys added beside the list."""
+    shape = rng.randrange(6)
+    if shape == 0:
+        return json.dumps(body, separators=(',', ':')).encode()
+    if shape == 1:
+        return json.dumps(body, indent=rng.choice([None, 1])).encode()
+    if shape == 2:
+        return json.dumps(dict(body, links=[{'rel': 'next'}])).encode()
+    if shape == 3:
+        return json.dumps(body, ensure_ascii=False).encode()
+    return json.dumps(body).encode()
+
+
+def _tricky_read(rng, hosts):
+    body = _services_read(rng, hosts)
+    for service in body['services']:
+        roll = rng.random()
+        if roll < 0.15:
+            service['disabled_reason'] = rng.choice(_TRICKY_REASONS)
+        elif roll < 0.2:
+            service['binary'] = 'nova-conductor'
+        elif roll < 0.23:
+            service['extra'] = [{'a': 1}, {'b': 2}]   # a list of objects inside a record
+    return body
+
+
+def _outcome(parse, raw):
+    try:
+        return parse(raw)
+    except NovaApiError as e:
+        return type(e)
+
+
+def test_a_read_of_the_answer_s_bytes_answers_as_decoding_it_whole():
+    rng = random.Random(5)
+    hosts = [f'compute{i}' for i in range(10)] + ['compute0']
+    parser = nova_api.ServicesParser()
+    for _ in range(300):
+        raw = _written(rng, _tricky_read(rng, hosts))
+        assert _outcome(parser.parse_raw_with_keys, raw) == _outcome(
+            lambda r: nova_api.ServicesParser().parse_with_keys(json.loads(r)), raw), raw
+
+
+@pytest.mark.parametrize('raw', [b'', b'[]', b'{"services": {}}', b'{"services": [1, 2]}',
+                                 b'{"services": [{"binary": "nova-compute"}] ',
+                                 b'not json at all'])
+def test_an_answer_that_is_not_a_services_list_is_an_error(raw):
+    with pytest.raises(NovaApiError):
+        nova_api.ServicesParser().parse_raw_with_keys(raw)
+
+
+def test_only_the_records_that_changed_since_the_last_read_are_decoded(monkeypatch):
+    services = [samples.compute_service(f'compute{i}') for i in range(50)]
+    parser = nova_api.ServicesParser()
+    parser.parse_raw_with_keys(json.dumps({'services': services}).encode())
+    services[7] = dict(services[7], updated_at='2026-11-27T16:00:09.000000')
+    services[9] = dict(services[9], status='disabled', disabled_reason='maintenance')
+    decoded = []
+
+    class CountingJson:
+        @staticmethod
+        def loads(data):
+            decoded.append(data)
+            return json.loads(data)
+
+    monkeypatch.setattr(nova_api, 'json', CountingJson)
+    states, _, _ = parser.parse_raw_with_keys(json.dumps({'services': services}).encode())
+    records = [d for d in decoded if b'"host"' in d]
+    assert sorted(json.loads(d)['host'] for d in records) == ['compute7', 'compute9']
+    assert states['compute9'].disabled
+    assert len(decoded) == len(records) + 1     # and the envelope's head, alone
+
+
 @pytest.mark.parametrize('keys', [{'a': 1}, [['h', 'enabled', 'up']],
                                   [['h', 'enabled', 'sideways', None, False, None]]])
 def test_malformed_keys_from_another_worker_are_an_error(keys):
