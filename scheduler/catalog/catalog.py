@@ -140,6 +140,8 @@ class HostCatalog:
         self._cast_seq = 0
         self._cast_seq_by_uuid: dict[str, int] = {}
         self._nova = _NovaLayer(NovaSnapshot(), 0)
+        # The mapping last applied by apply_service_states, and the layer it left.
+        self._services_applied: tuple[Mapping[str, ServiceState], _NovaLayer] | None = None
         self._cell_db = _CellDbLayer(())
         # Instances per service host, for hosts whose full list we know
         # (insertion-ordered dicts used as sets).
@@ -486,6 +488,12 @@ class HostCatalog:
         """
         with self._lock:
             snapshot = self._nova.snapshot
+            # A read that changed no key hands back the last read's mapping itself
+            # (ServicesParser): nothing to compare, record by record.
+            applied = self._services_applied
+            if (applied is not None and applied[0] is services and applied[1] is self._nova
+                    and snapshot.unknown_services == tuple(unknown)):
+                return
             old = snapshot.services
             # The parser hands back the same object for a record that did not move.
             changed = {host for host, service in services.items()
@@ -494,6 +502,7 @@ class HostCatalog:
                             or _service_fields(before) != _service_fields(service))}
             changed.update(old.keys() - services.keys())
             if not changed and snapshot.unknown_services == tuple(unknown):
+                self._services_applied = (services, self._nova)
                 return
             self._changed(changed if snapshot.unknown_services == tuple(unknown) else None)
             self._nova = _NovaLayer(dataclasses.replace(
@@ -502,6 +511,7 @@ class HostCatalog:
             if changed:
                 self._resolved = {uuid: record for uuid, record in self._resolved.items()
                                   if record.service_host not in changed}
+            self._services_applied = (services, self._nova)
         LOG.debug('compute service states applied: %d services, %d changed', len(services),
                   len(changed))
 

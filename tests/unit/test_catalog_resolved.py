@@ -117,3 +117,22 @@ def test_a_services_read_keeps_every_record_whose_service_state_did_not_change()
         'compute-02': ServiceState('compute-02', up=True, updated_at=later, disabled=True,
                                    disabled_reason='maintenance')})
     assert record(catalog, RP1).last_seen_up == later
+
+
+def test_the_same_services_read_applied_again_after_a_sync_is_the_state_again():
+    """A parser hands back the very mapping of its last read when no key moved;
+    a periodic sync applied in between must not make the catalog keep the sync's
+    states for it."""
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    hypervisors = (HypervisorInfo(RP1, 'compute-01', 'compute-01'),)
+    read = {'compute-01': ServiceState('compute-01', up=True, disabled=True)}
+    catalog.apply_nova_snapshot(NovaSnapshot(hypervisors=hypervisors), cast_mark=0)
+    catalog.apply_service_states(read)
+    assert record(catalog).disabled
+
+    catalog.apply_nova_snapshot(NovaSnapshot(
+        hypervisors=hypervisors,
+        services={'compute-01': ServiceState('compute-01', up=True)}), cast_mark=0)
+    assert not record(catalog).disabled
+    catalog.apply_service_states(read)
+    assert record(catalog).disabled
