@@ -193,6 +193,7 @@ class NovaSync(PeriodicSync):
                  service_state_max_age: float | None = None,
                  shared: SharedReads | None = None,
                  services: ServicesSource | None = None,
+                 reader_wait: float = 30.0,
                  clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
@@ -209,6 +210,9 @@ class NovaSync(PeriodicSync):
         # The reads of the other workers of this service, and which of their
         # changes this worker holds (its keys: what it compares its own reads with).
         self._shared = shared
+        # How long a request waits for the service's reader before this worker
+        # reads in its turn instead.
+        self._reader_wait = reader_wait
         self._held_change: int | None = None
         self._held_keys: list[tuple[Any, ...]] | None = None
 
@@ -230,6 +234,8 @@ class NovaSync(PeriodicSync):
             if read_at is not None and read_at >= wanted_after:
                 return
             if self._shared is not None:
+                # Read by the service's reader when there is one; taken in the turn.
+                self._shared.ask(wanted_after, self._reader_wait)
                 with self._shared.turn():
                     self._take_turn(wanted_after)
                 return
@@ -386,11 +392,7 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
     if opts.sync_interval <= 0:
         LOG.info('[%s] sync_interval is 0: compute API sync is off', GROUP)
         return None
-    check_microversion(opts.microversion)
-    reader = NovaComputeReader(load_adapter(conf, GROUP), microversion=opts.microversion,
-                               connect_timeout=opts.connect_timeout,
-                               read_timeout=opts.read_timeout,
-                               page_size=opts.hypervisor_page_size)
+    reader = compute_reader_from_conf(conf)
     max_age = opts.service_state_max_age
     services = cell_services_from_conf(conf) if max_age >= 0 else None
     LOG.info('compute API sync every %ss at microversion %s; compute services\' state read '
@@ -401,7 +403,24 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
              ' from the cell databases\' services tables' if services is not None else '')
     return NovaSync(catalog, reader, interval=opts.sync_interval,
                     service_state_max_age=max_age if max_age >= 0 else None,
-                    shared=shared if max_age >= 0 else None, services=services)
+                    shared=shared if max_age >= 0 else None, services=services,
+                    reader_wait=opts.connect_timeout + opts.read_timeout + 1.0)
+
+
+def compute_reader_from_conf(conf: cfg.ConfigOpts) -> NovaComputeReader:
+    opts = conf[GROUP]
+    check_microversion(opts.microversion)
+    return NovaComputeReader(load_adapter(conf, GROUP), microversion=opts.microversion,
+                             connect_timeout=opts.connect_timeout,
+                             read_timeout=opts.read_timeout,
+                             page_size=opts.hypervisor_page_size)
+
+
+def services_source_from_conf(conf: cfg.ConfigOpts) -> ServicesSource:
+    """Where the read of the compute services' state before a request reads: the
+    cell databases' services tables, or the compute API."""
+    services = cell_services_from_conf(conf)
+    return services if services is not None else compute_reader_from_conf(conf)
 
 
 def cell_services_from_conf(conf: cfg.ConfigOpts) -> CellServicesReader | None:

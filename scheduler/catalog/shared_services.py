@@ -20,21 +20,42 @@ workers (:meth:`SharedReads.create`): ``turn`` holds the header (the number of
 the last change, and when the last read began on ``time.monotonic()``, a clock
 the processes of one machine share) and ``keys`` the last changed read, written
 whole and renamed into place before the header names it.
+
+With several workers the supervisor also starts a reader of its own
+(scheduler/catalog/services_reader.py), so that the reads leave the workers'
+processes: a read in a worker waited for the threads that filter and weigh (its
+GIL), and took several times its own CPU in wall time (doc/performance.md). A
+worker whose request needs a read asks the reader (:meth:`SharedReads.ask`, a
+datagram on the socket ``reader``) and waits for its answer; the reader reads
+whenever it is asked, once for every request that asked before its read began,
+and publishes as a worker would. A reader that does not answer (gone, or slower
+than the worker waits) leaves the worker to its turn, as before.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
+import socket
 import struct
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+LOG = logging.getLogger(__name__)
+
 _HEADER = struct.Struct('<qd')
+#: A worker's question to the reader: a read begun at or after this time.
+_ASK = struct.Struct('<d')
+#: The reader's answer: when the read it made for the question began (NaN: it failed).
+_ANSWER = struct.Struct('<d')
 
 
 @dataclass(frozen=True)
@@ -54,7 +75,10 @@ class SharedReads:
         self.directory = directory
         self._turn_path = os.path.join(directory, 'turn')
         self._keys_path = os.path.join(directory, 'keys')
+        self.reader_path = os.path.join(directory, 'reader')
         self._fd: int | None = None
+        self._socket: socket.socket | None = None   # this worker's, to ask the reader
+        self._socket_pid = 0
 
     @classmethod
     def create(cls) -> SharedReads:
@@ -102,3 +126,85 @@ class SharedReads:
             change += 1
         os.pwrite(self._fd, _HEADER.pack(change, read_at), 0)
         return Published(change, read_at)
+
+    # ---------------------------------------------------------- the service's reader
+
+    def ask(self, wanted_after: float, wait: float) -> bool:
+        """Ask the reader for a read begun at or after ``wanted_after`` and wait up
+        to ``wait`` seconds for it; True when it answered with a read (published
+        by then), False when there is no reader, it failed, or it did not answer
+        in time (the caller then takes its turn as without one). One question at
+        a time per worker (the caller's lock)."""
+        if not os.path.exists(self.reader_path):
+            return False
+        try:
+            sock = self._own_socket()
+            sock.sendto(_ASK.pack(wanted_after), self.reader_path)
+            deadline = time.monotonic() + wait
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                data = sock.recv(_ANSWER.size)
+                if len(data) != _ANSWER.size:
+                    continue
+                (read_at,) = _ANSWER.unpack(data)
+                if read_at != read_at:      # NaN: that read failed
+                    return False
+                if read_at >= wanted_after:  # not an answer to an earlier question
+                    return True
+        except TimeoutError:
+            LOG.warning('the compute services reader did not answer in %.0fs; this '
+                        'worker reads in its turn', wait)
+        except OSError as e:
+            if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                LOG.warning('the compute services reader could not be asked (%s); this '
+                            'worker reads in its turn', e)
+        return False
+
+    def _own_socket(self) -> socket.socket:
+        # Bound in the worker (a path of its own, for the reader's answers); a
+        # worker forked again gets a new one.
+        if self._socket is None or self._socket_pid != os.getpid():
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            path = os.path.join(self.directory, f'worker-{os.getpid()}-{id(self):x}')
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            sock.bind(path)
+            self._socket, self._socket_pid = sock, os.getpid()
+        return self._socket
+
+    def serve(self, read: Callable[[], float | None], stop: threading.Event) -> None:
+        """The reader's loop until ``stop``: wait for questions, take every one
+        that came, and unless the last read already began late enough for all of
+        them, ``read()`` (it reads and publishes, and returns when the read began,
+        None when it failed); then answer each asker."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.reader_path)
+        sock.bind(self.reader_path)
+        sock.settimeout(0.5)
+        last: float | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    asked = [sock.recvfrom(_ASK.size)]
+                except TimeoutError:
+                    continue
+                sock.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    while True:
+                        asked.append(sock.recvfrom(_ASK.size))
+                sock.settimeout(0.5)
+                times = [_ASK.unpack(data)[0] for data, _ in asked if len(data) == _ASK.size]
+                if not times:
+                    continue
+                wanted = max(times)
+                if last is None or last < wanted:
+                    last = read()
+                answer = _ANSWER.pack(float('nan') if last is None else last)
+                for _, address in asked:
+                    with contextlib.suppress(OSError):   # that worker is gone
+                        sock.sendto(answer, address)
+        finally:
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.reader_path)

@@ -34,6 +34,8 @@ EXIT_CONFIG = 2
 _MIN_WORKER_LIFETIME = 5.0
 # prctl(2): the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
+# The index of the compute services reader among the supervisor's children.
+_READER = -1
 
 
 def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
@@ -100,8 +102,9 @@ class Supervisor:
         # they are forked (scheduler/provider_view/siblings.py).
         self.claims_board = (ClaimsBoard(workers)
                              if provider_view_on(conf) else None)
-        # The workers read the compute services' state by turns (made before they
-        # are forked: scheduler/catalog/shared_services.py).
+        # The workers read the compute services' state by turns, or ask a reader
+        # of the service's own (made before they are forked:
+        # scheduler/catalog/shared_services.py).
         self.service_reads = SharedReads.create() if reads_service_states(conf) else None
 
     def _spawn(self, index: int) -> None:
@@ -115,7 +118,12 @@ class Supervisor:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, signal.SIG_DFL)
                 _stop_when_parent_dies(parent)
-                code = run_worker(self.conf, index, self.claims_board, self.service_reads)
+                if index == _READER:
+                    from scheduler.catalog import services_reader
+                    assert self.service_reads is not None
+                    code = services_reader.run(self.conf, self.service_reads)
+                else:
+                    code = run_worker(self.conf, index, self.claims_board, self.service_reads)
             except Exception:
                 LOG.exception('worker crashed')
             finally:
@@ -135,9 +143,12 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._terminate)
         signal.signal(signal.SIGINT, self._terminate)
+        if self.service_reads is not None:
+            self._spawn(_READER)
         for index in range(self.workers):
             self._spawn(index)
-        LOG.info('supervising %d workers: %s', self.workers, sorted(self.children))
+        LOG.info('supervising %d workers: %s', self.workers,
+                 sorted(pid for pid, index in self.indexes.items() if index != _READER))
         deadline: float | None = None
         code = 0
         while self.children:
@@ -163,7 +174,9 @@ class Supervisor:
                 code = EXIT_CONFIG
                 self._terminate()
                 continue
-            LOG.warning('worker %d exited (%s); starting a new one', pid, exit_code)
+            LOG.warning('%s %d exited (%s); starting a new one',
+                        'compute services reader' if index == _READER else 'worker', pid,
+                        exit_code)
             if time.monotonic() - started < _MIN_WORKER_LIFETIME:
                 time.sleep(_MIN_WORKER_LIFETIME)
             if not self.stopping:

@@ -113,13 +113,18 @@ def test_with_service_state_max_age_negative_only_the_sync_reads_services(
     assert fake_nova.requests.count('/v2.1/os-services') == reads
 
 
+@pytest.mark.parametrize('with_reader', [False, True], ids=['turns', 'the service reader'])
 def test_workers_sharing_their_reads_never_choose_a_host_disabled_before_the_requests(
-        cloud, fake_nova, placement, transport_url):
+        cloud, fake_nova, placement, transport_url, with_reader):
     """Two workers of one service on one queue, reading the compute services' state
-    by turns: whichever worker answers, and whichever read it takes, a host forced
-    down before the requests were sent is not chosen."""
+    by turns, or asking the service's reader (scheduler/catalog/services_reader.py):
+    whichever worker answers, and whichever read it takes, a host forced down
+    before the requests were sent is not chosen."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    from scheduler.catalog.nova_sync import services_source_from_conf
+    from scheduler.catalog.services_reader import Publisher
     from scheduler.catalog.shared_services import SharedReads
     from scheduler.rpc.transport import get_transport
     from tests.builders import SERVICE_CELL
@@ -130,6 +135,15 @@ def test_workers_sharing_their_reads_never_choose_a_host_disabled_before_the_req
         'scheduler.rpc_topic': topic, 'scheduler.workers': 2,
         **fake_nova.options(startup_sync_timeout=60)})
     reads = SharedReads.create()
+    stop, reader_reads = threading.Event(), []
+    if with_reader:
+        publisher = Publisher(services_source_from_conf(conf), reads)
+
+        def read():
+            reader_reads.append(publisher.read())
+            return reader_reads[-1]
+
+        threading.Thread(target=reads.serve, args=(read, stop), daemon=True).start()
     transport = get_transport(conf)
     workers = [SchedulerService(conf, transport=transport, service_reads=reads, worker_index=i,
                                 catalog=HostCatalog(default_cell_uuid=SERVICE_CELL))
@@ -147,7 +161,10 @@ def test_workers_sharing_their_reads_never_choose_a_host_disabled_before_the_req
             chosen = list(pool.map(lambda _: chosen_host(client, boot_spec()), range(6)))
 
         assert set(chosen) == {'az-host'}
+        if with_reader:
+            assert reader_reads and None not in reader_reads
     finally:
+        stop.set()
         for worker in workers:
             worker.stop()
             worker.wait()
