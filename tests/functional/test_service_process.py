@@ -1,8 +1,9 @@
 """``scheduler-service`` as operators run it: a process, a config file, RabbitMQ.
 
 Several workers share the ``scheduler`` queue; a worker that dies is
-replaced; SIGTERM lets calls in flight finish before the process exits; a
-configuration that cannot work stops start-up with an error naming the option.
+replaced, and so is the compute services reader the workers ask; SIGTERM lets
+calls in flight finish before the process exits; a configuration that cannot
+work stops start-up with an error naming the option.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from scheduler import exceptions as exc
 from scheduler.objects.codec import encode_request_spec
 from scheduler.rpc.client import SchedulerClient
 from scheduler.rpc.transport import get_transport
-from tests.builders import CONTEXT, boot_spec, new_uuids, select
+from tests.builders import CONTEXT, boot_spec, chosen_host, new_uuids, select
 from tests.fixtures.processes import REPO, ServiceProcess, wait_for, write_config
 from tests.fixtures.service import conf_for
 from tests.functional.cloud import add_host
@@ -77,6 +78,45 @@ def test_a_killed_worker_is_replaced_and_the_others_keep_serving(service_process
                                  and process.workers()), 'a replacement worker')
     assert victim not in replaced
     transport.cleanup()
+
+
+def test_the_compute_services_reader_is_replaced_when_it_dies_and_requests_still_see_the_api(
+        service_process, placement_client, fake_nova):
+    """With ``[nova]`` at its defaults and two workers, the service runs a third child
+    that reads the compute services' state for them (scheduler/catalog/services_reader.py).
+    Killed, it is started again; meanwhile and afterwards a host forced down through
+    the compute API before a request is never chosen by it."""
+    from tests.fixtures import nova_api_samples as samples
+
+    hosts = {name: add_host(placement_client, name, ram_mb=ram)
+             for name, ram in (('big-host', 65536), ('small-host', 16384))}
+    fake_nova.services = [samples.compute_service(name) for name in hosts]
+    fake_nova.hypervisors = [samples.hypervisor(rp, name, name) for name, rp in hosts.items()]
+    nova = ''.join(f'{name.split(".", 1)[1]} = {value}\n'
+                   for name, value in fake_nova.options(startup_sync_timeout=60).items())
+    process, client, _ = service_process(workers=2, extra=f'[nova]\n{nova}')
+
+    def reader_pid() -> int | None:
+        pids = [int(line.split('compute services reader ', 1)[1].split()[0])
+                for line in process.output().splitlines()
+                if 'compute services reader ' in line and 'serving the workers' in line]
+        return pids[-1] if pids and pids[-1] in process.workers() else None
+
+    first = wait_for(reader_pid, 'the compute services reader')
+    assert len(process.workers()) == 3
+    assert chosen_host(client, boot_spec()) == 'big-host'
+
+    os.kill(first, signal.SIGKILL)
+    fake_nova.services = [samples.compute_service('big-host', up=False, forced_down=True),
+                          samples.compute_service('small-host')]
+    for _ in range(4):
+        assert chosen_host(client, boot_spec()) == 'small-host'
+
+    second = wait_for(lambda: (pid := reader_pid()) not in (None, first) and pid,
+                      'a new compute services reader')
+    fake_nova.services = [samples.compute_service(name) for name in hosts]
+    assert chosen_host(client, boot_spec()) == 'big-host'
+    assert second in process.workers()
 
 
 def test_each_worker_s_provider_view_shows_the_other_s_claims_before_its_next_read(
