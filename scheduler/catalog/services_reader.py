@@ -22,12 +22,8 @@ from scheduler.catalog import nova_api
 from scheduler.catalog.nova_api import NovaApiError
 from scheduler.catalog.nova_sync import ServicesSource, services_source_from_conf
 from scheduler.catalog.shared_services import SharedReads
-from scheduler.exceptions import ConfigurationError
 
 LOG = logging.getLogger(__name__)
-
-#: scheduler.cmd.service's exit code for a configuration that cannot work.
-EXIT_CONFIG = 2
 
 
 class Publisher:
@@ -66,15 +62,12 @@ class Publisher:
 
 
 def run(conf: cfg.ConfigOpts, shared: SharedReads) -> int:
-    """Serve the workers' questions until SIGTERM/SIGINT; the exit code."""
+    """Serve the workers' questions until SIGTERM/SIGINT; the exit code.
+    ConfigurationError when the options cannot work (the workers refuse them too)."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    try:
-        source = services_source_from_conf(conf)
-    except ConfigurationError as e:   # the workers refuse it too: the service stops
-        LOG.error('cannot start: %s', e)
-        return EXIT_CONFIG
+    source = services_source_from_conf(conf)
     LOG.info('compute services reader %d serving the workers', os.getpid())
     shared.serve(Publisher(source, shared).read, stop)
     return 0

@@ -74,6 +74,17 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
     return 0
 
 
+def run_services_reader(conf: cfg.ConfigOpts, service_reads: SharedReads) -> int:
+    """Read the compute services' state for the workers until SIGTERM/SIGINT."""
+    from scheduler.catalog import services_reader  # after fork: its own connections
+
+    try:
+        return services_reader.run(conf, service_reads)
+    except exc.ConfigurationError as e:   # the workers refuse it too: the service stops
+        LOG.error('cannot start: %s', e)
+        return EXIT_CONFIG
+
+
 def _stop_when_parent_dies(parent: int) -> None:
     """Have the kernel send this worker SIGTERM when the supervisor dies (Linux).
 
@@ -119,9 +130,8 @@ class Supervisor:
                     signal.signal(sig, signal.SIG_DFL)
                 _stop_when_parent_dies(parent)
                 if index == _READER:
-                    from scheduler.catalog import services_reader
                     assert self.service_reads is not None
-                    code = services_reader.run(self.conf, self.service_reads)
+                    code = run_services_reader(self.conf, self.service_reads)
                 else:
                     code = run_worker(self.conf, index, self.claims_board, self.service_reads)
             except Exception:
@@ -167,16 +177,15 @@ class Supervisor:
             started = self.children.pop(pid, time.monotonic())
             index = self.indexes.pop(pid, 0)
             exit_code = os.waitstatus_to_exitcode(status)
+            kind = 'compute services reader' if index == _READER else 'worker'
             if self.stopping:
                 continue
             if exit_code == EXIT_CONFIG:
-                LOG.error('worker %d cannot start with this configuration; stopping', pid)
+                LOG.error('%s %d cannot start with this configuration; stopping', kind, pid)
                 code = EXIT_CONFIG
                 self._terminate()
                 continue
-            LOG.warning('%s %d exited (%s); starting a new one',
-                        'compute services reader' if index == _READER else 'worker', pid,
-                        exit_code)
+            LOG.warning('%s %d exited (%s); starting a new one', kind, pid, exit_code)
             if time.monotonic() - started < _MIN_WORKER_LIFETIME:
                 time.sleep(_MIN_WORKER_LIFETIME)
             if not self.stopping:

@@ -90,3 +90,20 @@ def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_b
 
     assert cmd.run_worker(SimpleNamespace(graceful_shutdown_timeout=1)) == 0
     assert events == ['arenas', 'built', 'release', 'start', 'stop']
+
+
+def test_a_compute_services_reader_whose_options_cannot_work_stops_the_service(monkeypatch):
+    """The workers refuse the same [nova] options; the supervisor stops on this exit code
+    instead of starting the reader again and again."""
+    from scheduler.catalog.shared_services import SharedReads
+    from tests.fixtures.service import conf_for
+
+    monkeypatch.setattr(cmd.signal, 'signal', lambda sig, handler: None)
+    conf = conf_for('http://127.0.0.1:9', 'fake://', **{
+        'nova.auth_type': 'admin_token', 'nova.token': 'token',
+        'nova.endpoint_override': 'http://127.0.0.1:9/v2.1', 'nova.microversion': '2.88'})
+    reads = SharedReads.create()
+    try:
+        assert cmd.run_services_reader(conf, reads) == cmd.EXIT_CONFIG
+    finally:
+        reads.remove()
