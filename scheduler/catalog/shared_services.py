@@ -28,8 +28,9 @@ GIL), and took several times its own CPU in wall time (doc/performance.md). A
 worker whose request needs a read asks the reader (:meth:`SharedReads.ask`, a
 datagram on the socket ``reader``) and waits for its answer; the reader reads
 whenever it is asked, once for every request that asked before its read began,
-and publishes as a worker would. A reader that does not answer (gone, or slower
-than the worker waits) leaves the worker to its turn, as before.
+and publishes as a worker would. A reader that does not answer (gone, which the
+``flock`` it holds on ``reader.lock`` for its life tells, or slower than the worker
+waits) leaves the worker to its turn, as before.
 """
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ _HEADER = struct.Struct('<qd')
 _ASK = struct.Struct('<d')
 #: The reader's answer: when the read it made for the question began (NaN: it failed).
 _ANSWER = struct.Struct('<d')
+#: Seconds between two looks, while a worker waits for an answer, at whether the reader lives.
+_ALIVE_CHECK = 0.5
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class SharedReads:
         self._turn_path = os.path.join(directory, 'turn')
         self._keys_path = os.path.join(directory, 'keys')
         self.reader_path = os.path.join(directory, 'reader')
+        self._reader_lock_path = os.path.join(directory, 'reader.lock')
         self._fd: int | None = None
         self._socket: socket.socket | None = None   # this worker's, to ask the reader
         self._socket_pid = 0
@@ -135,15 +139,22 @@ class SharedReads:
         by then), False when there is no reader, it failed, or it did not answer
         in time (the caller then takes its turn as without one). One question at
         a time per worker (the caller's lock)."""
-        if not os.path.exists(self.reader_path):
+        if not self._reader_alive():
             return False
         try:
             sock = self._own_socket()
             sock.sendto(_ASK.pack(wanted_after), self.reader_path)
             deadline = time.monotonic() + wait
             while (left := deadline - time.monotonic()) > 0:
-                sock.settimeout(left)
-                data = sock.recv(_ANSWER.size)
+                # In slices: a reader killed while it reads never answers, and
+                # its lock, given back by the kernel, says so.
+                sock.settimeout(min(left, _ALIVE_CHECK))
+                try:
+                    data = sock.recv(_ANSWER.size)
+                except TimeoutError:
+                    if not self._reader_alive():
+                        return False
+                    continue
                 if len(data) != _ANSWER.size:
                     continue
                 (read_at,) = _ANSWER.unpack(data)
@@ -151,13 +162,27 @@ class SharedReads:
                     return False
                 if read_at >= wanted_after:  # not an answer to an earlier question
                     return True
-        except TimeoutError:
             LOG.warning('the compute services reader did not answer in %.0fs; this '
                         'worker reads in its turn', wait)
         except OSError as e:
             if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
                 LOG.warning('the compute services reader could not be asked (%s); this '
                             'worker reads in its turn', e)
+        return False
+
+    def _reader_alive(self) -> bool:
+        """Whether a reader holds its lock (it does from before it binds its socket
+        until it dies)."""
+        try:
+            fd = os.open(self._reader_lock_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)   # closing gives back a lock this look may have taken
         return False
 
     def _own_socket(self) -> socket.socket:
@@ -177,6 +202,8 @@ class SharedReads:
         that came, and unless the last read already began late enough for all of
         them, ``read()`` (it reads and publishes, and returns when the read began,
         None when it failed); then answer each asker."""
+        lock = os.open(self._reader_lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)   # held until this process ends
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.reader_path)
@@ -208,3 +235,4 @@ class SharedReads:
             sock.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.reader_path)
+            os.close(lock)

@@ -139,3 +139,26 @@ def test_the_reader_does_not_publish_over_a_newer_read_of_a_worker(reads):
     assert publisher.read() == 200.0
     with reads.turn():
         assert reads.published().read_at == 200.0 and reads.published().change == 1
+
+
+def test_a_reader_that_dies_while_a_worker_waits_sends_the_worker_to_its_turn_at_once(reads):
+    """A reader killed in the middle of a read never answers; its lock, which the
+    kernel gives back, tells the waiting worker so well before ``wait`` is over."""
+    import fcntl
+
+    lock = os.open(os.path.join(reads.directory, 'reader.lock'), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    hung = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    hung.bind(reads.reader_path)        # asked, it never answers
+    answered = []
+    worker = threading.Thread(
+        target=lambda: answered.append(SharedReads(reads.directory).ask(time.monotonic(), 60)))
+    started = time.monotonic()
+    worker.start()
+    time.sleep(0.3)
+    assert worker.is_alive()            # waiting for the answer
+    os.close(lock)                      # the reader dies
+    worker.join(10)
+    hung.close()
+
+    assert answered == [False] and time.monotonic() - started < 10
