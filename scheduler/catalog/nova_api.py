@@ -214,7 +214,6 @@ class ServicesParser:
             for i in unseen:
                 found[i] = known.get(pieces[i], _UNSEEN)
         decoded: dict[int, Mapping[str, Any]] = {}
-        suspects = []
         for i in unseen:
             if found[i] is not _UNSEEN:
                 continue
@@ -223,21 +222,16 @@ class ServicesParser:
             except ValueError:
                 return self._parse_decoded(raw)
             found[i] = key = _key(item) if item.get('binary') == COMPUTE_BINARY else None
-            decoded[i] = item
             if key is not None and type(key[4]) is not bool:
-                suspects.append(i)
-        remembered = found
-        if suspects:
-            # 1 == True: such a key would equal a good one, which _states would
-            # not take; it is decoded at every read, and refused there.
-            remembered = list(found)
-            for i in suspects:
-                remembered[i] = _UNSEEN
-        self._raw = (pieces, remembered)
+                # 1 == True: remembered, such a key would stand for a good one;
+                # the whole answer is decoded instead, and _states judges it.
+                return self._parse_decoded(raw)
+            decoded[i] = item
+        self._raw = (pieces, found)
         where = [i for i, key in enumerate(found) if key is not None]
         keys = [found[i] for i in where]
         last_keys, last_result = self._last_read
-        if not suspects and keys == last_keys:
+        if keys == last_keys:
             return (*last_result, keys)
 
         def item_of(j: int) -> Mapping[str, Any]:
