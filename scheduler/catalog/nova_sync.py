@@ -278,11 +278,9 @@ class NovaSync(PeriodicSync):
             LOG.warning('compute services read failed (%s); deciding with the state '
                         'of %s', e, 'the last read' if self._services_read_at else 'no sync yet')
             return
-        # Keys unlike those of the last change this worker holds are a change (or,
-        # when another worker's change came since, may be one).
-        changed = published.change != self._held_change or keys != self._held_keys
         try:
-            published = self._shared.publish(started, keys if changed else None)
+            published = self._shared.publish_read(started, keys, self._held_change,
+                                                  self._held_keys)
             self._held_change, self._held_keys = published.change, keys
         except OSError as e:
             LOG.warning('the compute services read could not be handed to the other '

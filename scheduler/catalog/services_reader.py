@@ -50,9 +50,8 @@ class Publisher:
             published = self._shared.published()
             if published.read_at is not None and published.read_at >= started:
                 return published.read_at   # a worker's read, begun after this one
-            changed = published.change != self._change or keys != self._keys
             try:
-                published = self._shared.publish(started, keys if changed else None)
+                published = self._shared.publish_read(started, keys, self._change, self._keys)
             except OSError as e:
                 LOG.warning('the compute services read could not be published (%s)', e)
                 self._change = self._keys = None
