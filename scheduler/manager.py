@@ -45,6 +45,7 @@ from scheduler.host_state import HostData
 from scheduler.host_table import HostView
 from scheduler.journal.requests import RequestJournal
 from scheduler.memory import DeferredRelease, paused_gc
+from scheduler.memory.turns import Turns
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline import answer
@@ -102,6 +103,9 @@ class SchedulerManager:
             placement, interval=conf.scheduler.cleanup_retry_interval)
         # A request's Placement answer and host table are freed after its reply.
         self.release = release or DeferredRelease()
+        # One request computes at a time per worker by default: memory, not speed
+        # (scheduler/memory/turns.py).
+        self.turns = Turns(conf.scheduler.concurrent_decisions or None)
         self.reuse = CandidateReuse(conf.scheduler.candidates_reuse_window)
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
@@ -184,9 +188,13 @@ class SchedulerManager:
                                    else [None] * max(spec.num_instances, 1))
         trace = RequestTrace(num_instances=len(uuids))
         try:
-            return self._decide_and_answer(context, spec, uuids, given, trace,
-                                           return_objects=return_objects,
-                                           return_alternates=return_alternates, finish=finish)
+            # One turn from the decision to the answer: given up in between, a
+            # request would wait behind later ones while holding its hosts.
+            with self.turns.turn():
+                return self._decide_and_answer(context, spec, uuids, given, trace,
+                                               return_objects=return_objects,
+                                               return_alternates=return_alternates,
+                                               finish=finish)
         finally:
             # The trace holds this request's host table (the weighed hosts) and
             # through it Placement's answer: freed once the reply is on its way
@@ -324,10 +332,11 @@ class SchedulerManager:
         error: Exception | None = None
         with paused_gc():  # a request like any other (select_destinations says why)
             try:
-                decision = self._decide(context, spec, uuids, claim=False, trace=trace)
-                selections = answer.selections(spec, decision.placed, decision.ordered,
-                                               self.conf.scheduler.max_attempts - 1,
-                                               self.ranking.sorted_hosts)
+                with self.turns.turn():
+                    decision = self._decide(context, spec, uuids, claim=False, trace=trace)
+                    selections = answer.selections(spec, decision.placed, decision.ordered,
+                                                   self.conf.scheduler.max_attempts - 1,
+                                                   self.ranking.sorted_hosts)
             except exc.NoValidHost as nvh:
                 error = nvh
             except (FilterError, WeigherError) as e:

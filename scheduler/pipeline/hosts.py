@@ -27,6 +27,7 @@ from scheduler.context import RequestContext
 from scheduler.explain import RequestTrace
 from scheduler.host_state import HostData, HostState
 from scheduler.host_table import HostTable, HostView
+from scheduler.memory.turns import waiting
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.failures import (
     failure_reason,
@@ -82,6 +83,15 @@ class HostBuilder:
         read = self._ahead.submit(self.refresh_service_states)
         return lambda: read.result()
 
+    def _wait_for_services(self, services: ServicesRead | None) -> None:
+        """The read of the services' state this request needs, done: the one begun
+        ahead, else one made now. The request's turn is given up meanwhile, when
+        there is a read to wait for at all."""
+        if self._ahead is None:
+            return
+        with waiting():
+            (services or self.refresh_service_states)()
+
     def for_answer(self, context: RequestContext, spec: RequestSpec,
                    answer: Candidates | Match, trace: RequestTrace, *,
                    services: ServicesRead | None = None) -> HostView:
@@ -97,7 +107,7 @@ class HostBuilder:
         """The hosts of the provider view's match, restricted as the spec asks: rows
         of the table the view keeps over its snapshot, read from the catalog as
         fresh as for Placement's answers."""
-        (services or self.refresh_service_states)()
+        self._wait_for_services(services)
         az = self.conf.default_availability_zone
         with metrics.stage('host_states'):
             hosts, table = match.hosts_of_table(self.catalog, az)
@@ -129,7 +139,7 @@ class HostBuilder:
                        trace: RequestTrace, *, services: ServicesRead | None = None
                        ) -> HostView:
         """The hosts of Placement's answer, restricted as the spec asks."""
-        (services or self.refresh_service_states)()
+        self._wait_for_services(services)
         roots = candidates.root_provider_uuids()
         self._learn_provider_names(context, roots)
         unresolved = self.resolver.resolve(roots)
@@ -139,7 +149,8 @@ class HostBuilder:
                 trace.prefilter_removed = {UNRESOLVED_REASON: len(unresolved)}
                 raise exc.NoValidHost(reason=failure_reason(self.conf, trace))
         if uses_compute_node_details(spec):
-            self.refresh_compute_nodes(roots - unresolved)
+            with waiting():
+                self.refresh_compute_nodes(roots - unresolved)
         hosts = self.build(candidates)
         trace.hosts = len(hosts)
         hosts, trace.prefilter_removed = prefilter_hosts(hosts, spec)
@@ -167,11 +178,14 @@ class HostBuilder:
         if not unknown:
             return
         try:
-            if len(unknown) > _MAX_SINGLE_LOOKUPS:
-                providers = self.placement.get_resource_providers(request_id=context.global_id)
-            else:
-                providers = [p for root in unknown for p in self.placement.get_resource_providers(
-                    in_tree=root, request_id=context.global_id)]
+            with waiting():
+                if len(unknown) > _MAX_SINGLE_LOOKUPS:
+                    providers = self.placement.get_resource_providers(
+                        request_id=context.global_id)
+                else:
+                    providers = [p for root in unknown
+                                 for p in self.placement.get_resource_providers(
+                                     in_tree=root, request_id=context.global_id)]
         except pexc.PlacementError as e:
             # Names are cosmetic for unknown hosts (they default to the uuid); a
             # lookup failure must not fail the request.
@@ -218,7 +232,8 @@ class HostBuilder:
         # still unknown is judged under its provider name, as before.
         self.resolver.resolve(roots)
         if uses_compute_node_details(spec):
-            self.refresh_compute_nodes(roots)
+            with waiting():
+                self.refresh_compute_nodes(roots)
         states = []
         for root, name in sorted(roots.items(), key=lambda kv: kv[1]):
             try:

@@ -27,6 +27,7 @@ from scheduler.catalog.destinations import DestinationLookup
 from scheduler.context import RequestContext
 from scheduler.explain import RequestTrace
 from scheduler.host_state import HostData
+from scheduler.memory.turns import waiting
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.candidate_reuse import CandidateReuse
 from scheduler.pipeline.failures import (
@@ -150,8 +151,9 @@ class PlacementQuery:
         learnt: dict[str, str] = {}
         for name in names:
             try:
-                providers = self.placement.get_resource_providers(
-                    name=name, request_id=context.global_id)
+                with waiting():
+                    providers = self.placement.get_resource_providers(
+                        name=name, request_id=context.global_id)
             except pexc.PlacementError as e:
                 log_placement_failure(context, 'requested destination look-up', e)
                 raise exc.NoValidHost(reason=f'Placement unreachable while looking up the '
@@ -195,8 +197,9 @@ class PlacementQuery:
                 trace.query = f'{trace.query} (answer reused)'
                 return cached
         try:
-            candidates = self.placement.get_allocation_candidates(
-                query, request_id=context.global_id)
+            with waiting():
+                candidates = self.placement.get_allocation_candidates(
+                    query, request_id=context.global_id)
             if reuse and self.reuse.enabled:
                 self.reuse.put(key, candidates)
             return candidates
@@ -228,8 +231,9 @@ class PlacementQuery:
         trace.query_for_users = (f'{trace.query_for_users} '
                                  f'(then {fallback.query.describe(redact=redact)})')
         try:
-            extra = self.placement.get_allocation_candidates(fallback.query,
-                                                             request_id=context.global_id)
+            with waiting():
+                extra = self.placement.get_allocation_candidates(fallback.query,
+                                                                 request_id=context.global_id)
         except pexc.PlacementError as e:
             # Nova keeps the first answer when the fallback call fails; so do we.
             LOG.warning('request %s: PCPU fallback query failed (%s); using the PCPU '

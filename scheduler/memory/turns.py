@@ -1,0 +1,98 @@
+"""Turns to decide: how many of a worker's requests compute at once.
+
+A worker serves its calls on a pool of threads, and deciding is Python under the
+interpreter's lock: two requests that compute at the same time in one process
+take as long as one after the other, but each holds its own columns over every
+matching host meanwhile (a request over the provider view at 50,000 hosts
+allocates tens of MB that live until it is decided). So a request takes a turn
+before it computes, and at most ``at_once`` hold one in a worker; the others
+wait for theirs, in no promised order.
+
+A request gives its turn up while it waits for an answer it cannot decide
+without (Placement's candidates, the compute services' state, a cell database:
+:func:`waiting`) and takes one again after: those waits still overlap. Its
+claims, and the choice of its alternates, keep the turn: a request that is
+claiming still holds its hosts and their answer, and the next one computing
+meanwhile built its own beside them (at 50,000 hosts with nested trees,
+196-204 MB a worker with the turn given up for claims, against 173-190 MB).
+The turn is the thread's: a stage that takes one inside its own thread's turn
+(the provider view matched again while a request decides) goes on without
+waiting. Measured in doc/performance.md (*Turns to decide*).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+from collections.abc import Iterator
+
+_held = threading.local()
+
+
+class Turns:
+    """At most ``at_once`` threads in :meth:`turn` at a time; None for no limit.
+
+    A freed turn passes straight to the thread that has waited longest, a request
+    coming back from a wait first (it is part-way through, holding what it has
+    built): no thread overtakes another, so none waits behind a stream of later
+    arrivals (a plain semaphore lets a newcomer take a turn a woken waiter was
+    about to, and a worker's slowest answers grew by half)."""
+
+    def __init__(self, at_once: int | None):
+        if at_once is not None and at_once < 1:
+            raise ValueError(f'at least one turn at once, not {at_once}')
+        self.at_once = at_once
+        self._lock = threading.Lock()
+        self._free = at_once or 0
+        # Per waiting thread, a lock it blocks on until a turn is handed to it.
+        self._waiting: collections.deque[threading.Lock] = collections.deque()
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        """Hold a turn for the block (at once if this thread holds one already)."""
+        if self.at_once is None or getattr(_held, 'turns', None) is self:
+            yield
+            return
+        self._take(resuming=False)
+        _held.turns = self
+        try:
+            yield
+        finally:
+            _held.turns = None
+            self._give()
+
+    def _take(self, *, resuming: bool) -> None:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            handed = threading.Lock()
+            handed.acquire()
+            if resuming:
+                self._waiting.appendleft(handed)
+            else:
+                self._waiting.append(handed)
+        handed.acquire()        # released by _give, which hands this thread the turn
+
+    def _give(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()
+            else:
+                self._free += 1
+
+
+@contextlib.contextmanager
+def waiting() -> Iterator[None]:
+    """Give this thread's turn up for the block, if it holds one: it waits on a peer."""
+    turns: Turns | None = getattr(_held, 'turns', None)
+    if turns is None or turns.at_once is None:
+        yield
+        return
+    _held.turns = None
+    turns._give()
+    try:
+        yield
+    finally:
+        turns._take(resuming=True)
+        _held.turns = turns

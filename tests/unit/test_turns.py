@@ -1,0 +1,250 @@
+"""A worker's requests take turns to compute, and give their turn up while they wait.
+
+Deciding holds the interpreter's lock, so two requests computing at once in one
+worker are no faster than one after the other, and each holds its columns over
+every matching host meanwhile: at most ``[scheduler] concurrent_decisions``
+requests compute at once. Waiting on a peer (Placement, the services' state, a
+cell database) is not computing: the turn is given up for it.
+
+Nothing here asserts timing: a thread that must not get in is given a bounded
+wait, and one that must get in gets a generous one.
+"""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from scheduler.filters.base import BaseHostFilter
+from scheduler.memory.turns import Turns, waiting
+from tests.builders import boot_spec, new_uuids, select
+
+#: What a thread that must get in is given; one that must not is given a tenth.
+LONG = 10.0
+SHORT = 0.3
+
+
+def in_thread(target) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_second_request_waits_until_the_first_has_finished_computing():
+    turns = Turns(1)
+    first_in, first_may_leave, second_in = (threading.Event() for _ in range(3))
+
+    def first():
+        with turns.turn():
+            first_in.set()
+            assert first_may_leave.wait(LONG)
+
+    def second():
+        with turns.turn():
+            second_in.set()
+
+    a = in_thread(first)
+    assert first_in.wait(LONG)
+    b = in_thread(second)
+    assert not second_in.wait(SHORT), 'two requests computed at once'
+    first_may_leave.set()
+    assert second_in.wait(LONG)
+    a.join(LONG)
+    b.join(LONG)
+
+
+def test_a_request_waiting_on_a_peer_lets_another_compute_and_takes_its_turn_back_after():
+    turns = Turns(1)
+    waiting_now, second_done, first_back = (threading.Event() for _ in range(3))
+    order: list[str] = []
+
+    def first():
+        with turns.turn():
+            with waiting():
+                waiting_now.set()
+                assert second_done.wait(LONG), 'the other request never got a turn'
+            order.append('first computes again')
+            first_back.set()
+
+    a = in_thread(first)
+    assert waiting_now.wait(LONG)
+    with turns.turn():
+        order.append('second computes')
+    second_done.set()
+    assert first_back.wait(LONG)
+    a.join(LONG)
+    assert order == ['second computes', 'first computes again']
+
+
+def queued(turns: Turns, count: int) -> None:
+    """Returns once ``count`` threads wait for a turn."""
+    for _ in range(int(LONG / 0.01)):
+        if len(turns._waiting) >= count:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f'{count} threads never queued for a turn')
+
+
+def test_a_freed_turn_goes_to_a_request_back_from_its_wait_then_in_order_of_arrival():
+    turns = Turns(1)
+    order: list[str] = []
+    back_from_placement, in_its_wait = threading.Event(), threading.Event()
+
+    def part_way():
+        with turns.turn():
+            with waiting():
+                in_its_wait.set()
+                assert back_from_placement.wait(LONG)
+            order.append('back from its wait')
+
+    def arrives(name):
+        def request():
+            with turns.turn():
+                order.append(name)
+        return request
+
+    threads = [in_thread(part_way)]
+    assert in_its_wait.wait(LONG)
+    with turns.turn():
+        threads.append(in_thread(arrives('first to arrive')))
+        queued(turns, 1)
+        threads.append(in_thread(arrives('second to arrive')))
+        queued(turns, 2)
+        back_from_placement.set()
+        queued(turns, 3)
+    for thread in threads:
+        thread.join(LONG)
+    assert order == ['back from its wait', 'first to arrive', 'second to arrive']
+
+
+def test_the_turn_is_taken_back_when_the_wait_fails():
+    turns = Turns(1)
+    other_in = threading.Event()
+
+    def other():
+        with turns.turn():
+            other_in.set()
+
+    with turns.turn():
+        with pytest.raises(ConnectionError):
+            with waiting():
+                raise ConnectionError('Placement went away')
+        b = in_thread(other)
+        assert not other_in.wait(SHORT), 'the turn was not taken back after the wait'
+    assert other_in.wait(LONG)
+    b.join(LONG)
+
+
+def test_a_stage_that_takes_a_turn_inside_its_own_threads_turn_goes_on():
+    turns = Turns(1)
+    with turns.turn():
+        with turns.turn():      # the provider view matched again while deciding
+            pass
+        with waiting():
+            pass
+
+
+def test_waiting_without_a_turn_changes_nothing():
+    turns = Turns(1)
+    with waiting():
+        with turns.turn():
+            pass
+    with turns.turn():
+        pass
+
+
+def test_no_limit_lets_every_request_compute_at_once():
+    turns = Turns(None)
+    both_in = threading.Barrier(2, timeout=LONG)
+
+    def enter():
+        with turns.turn():
+            both_in.wait()
+
+    threads = [in_thread(enter) for _ in range(2)]
+    for thread in threads:
+        thread.join(LONG)
+        assert not thread.is_alive()
+    assert not both_in.broken
+
+
+def test_a_limit_below_one_is_refused():
+    with pytest.raises(ValueError):
+        Turns(0)
+
+
+class CountsWhoIsInside(BaseHostFilter):
+    """Records how many requests filter at the same moment: each one that gets in
+    gives another a moment to join it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.inside = 0
+        self.most = 0
+        self.joined = threading.Event()
+
+    def filter_all(self, hosts, spec_obj):
+        with self.lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+            if self.inside > 1:
+                self.joined.set()
+        self.joined.wait(SHORT)
+        with self.lock:
+            self.inside -= 1
+        return super().filter_all(hosts, spec_obj)
+
+    def host_passes(self, host_state, spec_obj):
+        return True
+
+
+@pytest.mark.parametrize('at_once', [1, 0])
+def test_a_worker_filters_for_one_request_at_a_time_unless_told_otherwise(fake, make_manager,
+                                                                          at_once):
+    fake.add_compute('cn0')
+    fake.add_compute('cn1')
+    counter = CountsWhoIsInside()
+    manager = make_manager(filters=[counter], scheduler={'concurrent_decisions': at_once})
+    errors: list[BaseException] = []
+
+    def request():
+        try:
+            select(manager, boot_spec(), new_uuids(1))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [in_thread(request) for _ in range(2)]
+    for thread in threads:
+        thread.join(LONG)
+    assert not errors
+    if at_once == 1:
+        assert counter.most == 1
+    else:
+        assert counter.most == 2, 'without a limit both requests filter at once'
+
+
+def test_a_request_waiting_for_placements_answer_does_not_hold_up_another(fake, make_manager):
+    fake.add_compute('cn0')
+    fake.add_compute('cn1')
+    manager = make_manager()
+    second_placed = threading.Event()
+
+    def answer_after_the_second_is_placed(call):
+        assert second_placed.wait(LONG), 'the first request held its turn while it waited'
+
+    fake.script('get_allocation_candidates', answer_after_the_second_is_placed, times=1)
+    results: list[object] = []
+
+    def first():
+        results.append(select(manager, boot_spec(), new_uuids(1)))
+
+    a = in_thread(first)
+    # The first call reaches Placement first (the script answers it); the second
+    # can only be placed meanwhile if the first gave its turn up.
+    while not fake.calls_to('get_allocation_candidates'):
+        second_placed.wait(0.01)
+    select(manager, boot_spec(), new_uuids(1))
+    second_placed.set()
+    a.join(LONG)
+    assert len(results) == 1
