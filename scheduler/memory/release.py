@@ -22,9 +22,10 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from scheduler.memory import gc_pause
+from scheduler.memory import gc_pause, heap
 
 #: Seconds between handing objects over and dropping them: long enough for the
 #: reply (already encoded) to be published, short enough to hold little memory.
@@ -36,8 +37,10 @@ IDLE_EXIT = 1.0
 class DeferredRelease:
     """A background thread that drops references handed to :meth:`later`."""
 
-    def __init__(self, delay: float = RELEASE_DELAY):
+    def __init__(self, delay: float = RELEASE_DELAY,
+                 trim: Callable[[], object] = heap.release_free_memory):
         self._delay = delay
+        self._trim = trim
         self._due: collections.deque[tuple[float, tuple[Any, ...]]] = collections.deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -96,3 +99,6 @@ class DeferredRelease:
             # while request threads go on.
             del objects
             gc_pause.resume()
+            # Their pages go back to the system: what one request freed is not kept
+            # resident under the next one's (heap.py).
+            self._trim()

@@ -167,3 +167,21 @@ def test_a_claim_retried_after_a_generation_conflict_leaves_no_cycle_behind(
     manager.release.drain()
     assert tables[0]() is None
     manager.release.stop()
+
+
+def test_the_pages_a_request_freed_go_back_once_its_objects_are_dropped(no_collector):
+    trimmed = threading.Event()
+    alive_when_trimmed: list[bool] = []
+    payload = Payload()
+    ref = weakref.ref(payload)
+
+    def trim() -> None:
+        alive_when_trimmed.append(ref() is not None)
+        trimmed.set()
+
+    release = DeferredRelease(delay=0, trim=trim)
+    release.later(payload)
+    del payload
+    assert trimmed.wait(30), 'the heap was not trimmed after the objects were dropped'
+    release.stop()
+    assert alive_when_trimmed == [False], 'trimmed before the objects were freed'
