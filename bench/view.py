@@ -70,7 +70,7 @@ from bench.cli import notes, rows_per_size, settings_from, settings_parser
 from bench.e2e import SERVICE_MICROVERSION, _closed_loop, _Phase, _phase_note, claim_first_of
 from bench.report import Row, render, write_json
 from bench.synthetic import SyntheticHost, SyntheticProvider
-from scheduler.conf.scheduler import nova_opts
+from scheduler.conf.scheduler import nova_opts, service_opts
 from scheduler.simulate.workload import FLAVORS, BootRequest, FlavorDef
 from tests.fixtures.postgres_placement import POSTGRES_URL
 
@@ -505,7 +505,7 @@ def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int
 
 def _option_default(name: str) -> Any:
     """``[scheduler] name``'s default: the benchmark measures what operators get."""
-    return next(opt.default for opt in nova_opts if opt.name == name)
+    return next(opt.default for opt in (*nova_opts, *service_opts) if opt.name == name)
 
 
 @dataclass
@@ -516,6 +516,8 @@ class Options:
     warmup: float = DEFAULT_WARMUP
     max_age: float = _option_default('provider_view_max_age')
     near_best: float = 0.01
+    #: ``[scheduler] concurrent_decisions`` of the view's service (0: no limit)
+    concurrent_decisions: int = _option_default('concurrent_decisions')
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO
     fill_seconds: float = DEFAULT_FILL_SECONDS
@@ -551,6 +553,7 @@ def _view_config(dep: deploy.Deployment, opts: Options) -> str:
     return (f'[scheduler]\nprovider_view = true\n'
             f'near_best_weight_tolerance = {opts.near_best}\n'
             f'provider_view_max_age = {opts.max_age}\n'
+            f'concurrent_decisions = {opts.concurrent_decisions}\n'
             f'[placement_database]\nconnection = {_database_url(dep)}\n')
 
 
