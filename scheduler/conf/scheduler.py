@@ -256,11 +256,13 @@ service_opts = [
                      'plugin).'),
     cfg.IntOpt('concurrent_decisions', default=1, min=0,
                help='How many of one worker\'s requests compute their decision at the same '
-                    'time (matching the provider view, building hosts, filtering, weighing); '
-                    'the others wait for a turn. A request gives its turn up while it waits '
-                    'for Placement, the compute services\' state or a cell database, so '
-                    'those waits still overlap. Deciding holds the interpreter\'s lock, so '
-                    'two decisions at once in one process take as long as one after the '
+                    'time (matching the provider view, building hosts, filtering, weighing, '
+                    'claiming); the others wait for a turn, in order of arrival. A request '
+                    'gives its turn up while it waits for Placement\'s candidates, the '
+                    'compute services\' state or a cell database, and while it backs off '
+                    'before trying again, so those waits still overlap. Deciding holds the '
+                    'interpreter\'s lock, so two decisions at once in one process take as '
+                    'long as one after the '
                     'other, while each holds its columns over every matching host: at '
                     '50,000 hosts with nested trees, a worker under 8 clients peaked at '
                     '192-222 MB without a limit and 173-190 MB with 1, at the same '

@@ -6,11 +6,13 @@ take as long as one after the other, but each holds its own columns over every
 matching host meanwhile (a request over the provider view at 50,000 hosts
 allocates tens of MB that live until it is decided). So a request takes a turn
 before it computes, and at most ``at_once`` hold one in a worker; the others
-wait for theirs, in no promised order.
+wait for theirs, in order of arrival (:class:`Turns`).
 
 A request gives its turn up while it waits for an answer it cannot decide
 without (Placement's candidates, the compute services' state, a cell database:
-:func:`waiting`) and takes one again after: those waits still overlap. Its
+:func:`waiting`), and while it pauses before trying again (a claim's back-off,
+an anti-affinity group's re-read), and takes one again after: those waits
+still overlap. Its
 claims, and the choice of its alternates, keep the turn: a request that is
 claiming still holds its hosts and their answer, and the next one computing
 meanwhile built its own beside them (at 50,000 hosts with nested trees,
@@ -53,12 +55,13 @@ class Turns:
         if self.at_once is None or getattr(_held, 'turns', None) is self:
             yield
             return
+        outer = getattr(_held, 'turns', None)   # another worker's, in tests
         self._take(resuming=False)
         _held.turns = self
         try:
             yield
         finally:
-            _held.turns = None
+            _held.turns = outer
             self._give()
 
     def _take(self, *, resuming: bool) -> None:

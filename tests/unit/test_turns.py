@@ -18,6 +18,7 @@ import pytest
 from scheduler.filters.base import BaseHostFilter
 from scheduler.memory.turns import Turns, waiting
 from tests.builders import boot_spec, new_uuids, select
+from tests.unit.fake_placement import provider_conflict
 
 #: What a thread that must get in is given; one that must not is given a tenth.
 LONG = 10.0
@@ -248,3 +249,25 @@ def test_a_request_waiting_for_placements_answer_does_not_hold_up_another(fake, 
     second_placed.set()
     a.join(LONG)
     assert len(results) == 1
+
+
+def test_a_claim_backing_off_after_a_conflict_lets_another_request_decide(fake, make_manager):
+    fake.add_compute('cn0')
+    fake.script('put_allocations', provider_conflict(), times=1)
+    manager = make_manager()
+    others_turns: list[bool] = []
+
+    def back_off(seconds):
+        got_in = threading.Event()
+
+        def other():
+            with manager.turns.turn():
+                got_in.set()
+
+        thread = in_thread(other)
+        others_turns.append(got_in.wait(LONG))
+        thread.join(LONG)
+
+    manager.claimer.sleep = back_off
+    select(manager, boot_spec(), new_uuids(1))
+    assert others_turns == [True], 'the request held its turn while it backed off'
