@@ -105,7 +105,8 @@ class SchedulerManager:
         self.release = release or DeferredRelease()
         # One request computes at a time per worker by default: memory, not speed
         # (scheduler/memory/turns.py).
-        self.turns = Turns(conf.scheduler.concurrent_decisions or None)
+        self.turns = Turns(conf.scheduler.concurrent_decisions or None,
+                           waited=self._turn_waited)
         self.reuse = CandidateReuse(conf.scheduler.candidates_reuse_window)
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
@@ -139,6 +140,10 @@ class SchedulerManager:
             on_claimed=provider_view.claimed if provider_view is not None else None)
 
     # ------------------------------------------------------------------ request
+    @staticmethod
+    def _turn_waited(seconds: float, resuming: bool) -> None:
+        metrics.TURN_WAIT.observe(seconds, when='resumed' if resuming else 'arrived')
+
     @overload
     def select_destinations(self, context: RequestContext, spec: RequestSpec,
                             instance_uuids: list[str] | None, *, return_objects: bool = ...,

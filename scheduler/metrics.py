@@ -252,6 +252,12 @@ PROVIDER_VIEW_REORDERS = REGISTRY.register(Counter(
     'Times an instance\'s hosts were ordered again from the provider view after Placement '
     'refused a claim for capacity (the view was behind on that host); at most two per '
     'instance.'))
+TURN_WAIT = REGISTRY.register(Histogram(
+    'scheduler_decision_turn_wait_seconds',
+    'Time a request waited for its worker\'s turn to decide ([scheduler] '
+    'concurrent_decisions), each time it had to: when it arrived, and after a wait on '
+    'Placement or the services\' state (resumed).',
+    ('when',)))
 CANDIDATES = REGISTRY.register(Histogram(
     'scheduler_allocation_candidates',
     'Allocation candidates Placement returned per request.', buckets=CANDIDATE_BUCKETS))

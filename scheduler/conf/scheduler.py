@@ -268,7 +268,9 @@ service_opts = [
                     '192-222 MB without a limit and 173-190 MB with 1, at the same '
                     'throughput (doc/performance.md). '
                     '0: no limit, every request computes as soon as it arrives. Add workers, '
-                    'not turns, to use more cores.'),
+                    'not turns, to use more cores; raise it where Placement takes long to '
+                    'answer claims (a request keeps its turn while it claims, so a worker '
+                    'makes one claim at a time at 1).'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
                  help='Seconds during which a worker answers a request from the previous '
                       'Placement answer to the same query instead of asking Placement again '

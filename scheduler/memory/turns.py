@@ -26,7 +26,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 _held = threading.local()
 
@@ -40,10 +41,14 @@ class Turns:
     arrivals (a plain semaphore lets a newcomer take a turn a woken waiter was
     about to, and a worker's slowest answers grew by half)."""
 
-    def __init__(self, at_once: int | None):
+    def __init__(self, at_once: int | None, *,
+                 waited: Callable[[float, bool], None] | None = None):
+        """``waited(seconds, resuming)`` is told of every wait for a turn (one taken
+        at once is no wait)."""
         if at_once is not None and at_once < 1:
             raise ValueError(f'at least one turn at once, not {at_once}')
         self.at_once = at_once
+        self._waited = waited
         self._lock = threading.Lock()
         self._free = at_once or 0
         # Per waiting thread, a lock it blocks on until a turn is handed to it.
@@ -75,7 +80,10 @@ class Turns:
                 self._waiting.appendleft(handed)
             else:
                 self._waiting.append(handed)
+        queued = time.monotonic()
         handed.acquire()        # released by _give, which hands this thread the turn
+        if self._waited is not None:
+            self._waited(time.monotonic() - queued, resuming)
 
     def _give(self) -> None:
         with self._lock:

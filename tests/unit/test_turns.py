@@ -87,7 +87,8 @@ def queued(turns: Turns, count: int) -> None:
 
 
 def test_a_freed_turn_goes_to_a_request_back_from_its_wait_then_in_order_of_arrival():
-    turns = Turns(1)
+    waits: list[bool] = []
+    turns = Turns(1, waited=lambda seconds, resuming: waits.append(resuming))
     order: list[str] = []
     back_from_placement, in_its_wait = threading.Event(), threading.Event()
 
@@ -116,6 +117,9 @@ def test_a_freed_turn_goes_to_a_request_back_from_its_wait_then_in_order_of_arri
     for thread in threads:
         thread.join(LONG)
     assert order == ['back from its wait', 'first to arrive', 'second to arrive']
+    # Each of the three waited (the metric's observations); the first turns, taken
+    # at once, were no wait.
+    assert sorted(waits) == [False, False, True]
 
 
 def test_the_turn_is_taken_back_when_the_wait_fails():
