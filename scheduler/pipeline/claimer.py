@@ -30,7 +30,6 @@ from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler import metrics
 from scheduler.journal.log import JournalError
 from scheduler.journal.requests import RequestJournal
-from scheduler.memory.turns import waiting
 from scheduler.pipeline import recovery
 from scheduler.pipeline.claim_state import (
     BadRecord,
@@ -139,10 +138,10 @@ class Claimer:
                           instance_uuid, tries, self.max_attempts)
                 if tries >= self.max_attempts:
                     break
-                # Full jitter so that competing schedulers spread out; the request's
-                # turn is given up meanwhile.
-                with waiting():
-                    self.sleep(self.rng.uniform(0, self.retry_delay * 2 ** tries))
+                # Full jitter so that competing schedulers spread out. The request
+                # keeps its turn (scheduler/memory/turns.py): its claim is in flight
+                # on the host, and this worker's next claim there would wait for it.
+                self.sleep(self.rng.uniform(0, self.retry_delay * 2 ** tries))
                 continue
             except pexc.ConsumerGenerationConflict as exc:
                 metrics.claim_conflict('consumer')

@@ -38,7 +38,6 @@ from placement_client import exceptions as pexc
 from placement_client.api import PlacementAPI
 from placement_client.client import MIN_MICROVERSION, error_from_response
 from scheduler.filters.affinity import max_server_per_host
-from scheduler.memory.turns import waiting
 from scheduler.objects.spec import InstanceGroup, RequestSpec
 from scheduler.pipeline.claimer import Claim, PendingCleanups
 
@@ -137,11 +136,8 @@ class GroupClaimCheck:
                 return
             if reads > self._rereads or not may_wait(instance_uuid, siblings, limit):
                 break
-            # Jittered, growing pauses so that waiting members do not read in step;
-            # the request's turn is given up meanwhile, for a member of this worker.
-            with waiting():
-                self._sleep(self._settle_delay * (2 ** (reads - 1))
-                            * self._rng.uniform(0.5, 1.0))
+            # Jittered, growing pauses so that waiting members do not read in step.
+            self._sleep(self._settle_delay * (2 ** (reads - 1)) * self._rng.uniform(0.5, 1.0))
         LOG.info('instance %s: group %s already has %s on host %s; giving the claim back',
                  instance_uuid, group.uuid, sorted(siblings), host)
         if not self._give_back(claim, request_id):
