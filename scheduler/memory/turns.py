@@ -97,8 +97,9 @@ class Turns:
 @contextlib.contextmanager
 def waiting() -> Iterator[None]:
     """Give this thread's turn up for the block, if it holds one: it waits on a peer."""
+    # Only a limited Turns marks the thread that holds one (turn()).
     turns: Turns | None = getattr(_held, 'turns', None)
-    if turns is None or turns.at_once is None:
+    if turns is None:
         yield
         return
     _held.turns = None
