@@ -293,7 +293,12 @@ class SchedulerManager:
                     hosts: HostView, *, trace: RequestTrace, claim: bool,
                     rebuild: bool = False, refresh: RefreshHosts | None = None) -> Decision:
         decision = Decision(hosts)
-        choose = functools.partial(self.claiming.claim_first, context, claim=claim)
+        # A claim on the provider view's hosts keeps the request's turn: the request
+        # holds columns over every matching host meanwhile. On hosts Placement
+        # answered it holds one answer, and its claim waits on a Placement busy
+        # with queries: a worker's claims there would go one at a time.
+        choose = functools.partial(self.claiming.claim_first, context, claim=claim,
+                                   keep_turn=refresh is not None)
         try:
             return decide(spec, uuids, hosts, ranking=self.ranking, choose=choose,
                           reason=functools.partial(failure_reason, self.conf), trace=trace,

@@ -268,9 +268,10 @@ service_opts = [
                     '192-222 MB without a limit and 173-190 MB with 1, at the same '
                     'throughput (doc/performance.md). '
                     '0: no limit, every request computes as soon as it arrives. Add workers, '
-                    'not turns, to use more cores; raise it where Placement takes long to '
-                    'answer claims (a request keeps its turn while it claims, so a worker '
-                    'makes one claim at a time at 1).'),
+                    'not turns, to use more cores. A request answered by the provider view '
+                    'keeps its turn while it claims (one answered by Placement\'s candidates '
+                    'gives it up), so with the view a worker makes one claim at a time at 1: '
+                    'raise it where Placement takes long to answer claims.'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
                  help='Seconds during which a worker answers a request from the previous '
                       'Placement answer to the same query instead of asking Placement again '

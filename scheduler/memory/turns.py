@@ -11,13 +11,16 @@ wait for theirs, in order of arrival (:class:`Turns`).
 A request gives its turn up while it waits for an answer it cannot decide
 without (Placement's candidates, the compute services' state, a cell database:
 :func:`waiting`), and takes one again after: those waits still overlap. Its
-claims (their back-offs and group re-reads included), and the choice of its
-alternates, keep the turn: a request that is claiming still holds its hosts
-and their answer, and the next one computing meanwhile built its own beside
-them (at 50,000 hosts with nested trees, 196-204 MB a worker with the turn
-given up for claims, against 173-190 MB); and a claim in flight on a host
-makes this worker's next claim there wait for it to land, which must not be
-a wait with the turn held while the one in flight needs it back.
+claims on the provider view's hosts (their back-offs and group re-reads
+included), and the choice of its alternates, keep the turn: such a request
+holds columns over every matching host, and the next one computing meanwhile
+would build its own beside them (at 50,000 hosts with nested trees, 196-204 MB
+a worker with the turn given up for claims, against 173-190 MB). Its claims on
+hosts Placement answered give the turn up: the request holds one answer, and a
+claim waits on a Placement busy with every scheduler's queries (one at a time,
+a worker's throughput fell to 0.85 of Placement's ceiling, against 0.95). Such
+a claim lands before it takes a turn back: a claim of this worker on the same
+host waits for it to land, and may hold its turn while it waits.
 The turn is the thread's: a stage that takes one inside its own thread's turn
 (the provider view matched again while a request decides) goes on without
 waiting. Measured in doc/performance.md (*Turns to decide*).

@@ -25,7 +25,7 @@ def make_manager(fake):
 
     def build(*, filters=(), scheduler=None, filter_scheduler=None, catalog=None,
               seed=0, placement=None, provider_view=None,
-              resolver=None, destinations=None) -> SchedulerManager:
+              resolver=None, destinations=None, spread=None) -> SchedulerManager:
         conf = make_conf(scheduler=scheduler, filter_scheduler=filter_scheduler)
         weigher = RAMWeigher()
         weigher.conf = conf
@@ -35,7 +35,8 @@ def make_manager(fake):
             catalog=catalog or HostCatalog(default_cell_uuid=CELL),
             filters=list(filters), weighers=[weigher], request_filters=[],
             cleanups=PendingCleanups(client, interval=3600), rng=random.Random(seed),
-            provider_view=provider_view, resolver=resolver, destinations=destinations)
+            provider_view=provider_view, resolver=resolver, destinations=destinations,
+            spread=spread)
         manager.sleeps = []
         manager.claimer.sleep = manager.sleeps.append
         built.append(manager)

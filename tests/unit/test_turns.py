@@ -17,8 +17,12 @@ import pytest
 
 from scheduler.filters.base import BaseHostFilter
 from scheduler.memory.turns import Turns, waiting
-from tests.builders import boot_spec, new_uuids, select
+from scheduler.pipeline.spread import Spread
+from scheduler.provider_view.view import ProviderView
+from tests.builders import boot_spec, new_uuids, select, user_spec, uuid_for, uuids
 from tests.unit.fake_placement import provider_conflict
+from tests.unit.test_provider_view import Reads
+from tests.unit.test_provider_view_reorder import snapshot
 
 #: What a thread that must get in is given; one that must not is given a tenth.
 LONG = 10.0
@@ -229,16 +233,20 @@ def test_a_worker_filters_for_one_request_at_a_time_unless_told_otherwise(fake, 
         assert counter.most == 2, 'without a limit both requests filter at once'
 
 
-def test_a_request_waiting_for_placements_answer_does_not_hold_up_another(fake, make_manager):
+@pytest.mark.parametrize('call', ['get_allocation_candidates', 'put_allocations'])
+def test_a_request_waiting_for_placement_does_not_hold_up_another(fake, make_manager, call):
+    # Its candidates, or its claim on hosts Placement answered: a claim's PUT waits
+    # on a Placement busy with other schedulers' queries, and holding the turn a
+    # worker would make one claim at a time.
     fake.add_compute('cn0')
     fake.add_compute('cn1')
     manager = make_manager()
     second_placed = threading.Event()
 
-    def answer_after_the_second_is_placed(call):
+    def answer_after_the_second_is_placed(_):
         assert second_placed.wait(LONG), 'the first request held its turn while it waited'
 
-    fake.script('get_allocation_candidates', answer_after_the_second_is_placed, times=1)
+    fake.script(call, answer_after_the_second_is_placed, times=1)
     results: list[object] = []
 
     def first():
@@ -247,21 +255,23 @@ def test_a_request_waiting_for_placements_answer_does_not_hold_up_another(fake, 
     a = in_thread(first)
     # The first call reaches Placement first (the script answers it); the second
     # can only be placed meanwhile if the first gave its turn up.
-    while not fake.calls_to('get_allocation_candidates'):
+    while not fake.calls_to(call):
         second_placed.wait(0.01)
     select(manager, boot_spec(), new_uuids(1))
     second_placed.set()
     a.join(LONG)
     assert len(results) == 1
+    assert len(fake.holdings()) == 2
 
 
-def test_a_claim_backing_off_after_a_conflict_keeps_its_turn(fake, make_manager):
-    # Its claim is in flight on the host meanwhile, and a claim of the same worker on
-    # that host waits for it to land (pipeline/spread.py): given up here, the turn
-    # would go to a request that then waits, holding it, for this one to land.
-    fake.add_compute('cn0')
+def test_a_claim_on_the_provider_views_hosts_keeps_its_turn_while_it_backs_off(
+        fake, make_manager):
+    # The request holds its columns over every matching host while it claims: the
+    # next one would build its own beside them.
+    fake.add_compute('a', vcpus=8)
     fake.script('put_allocations', provider_conflict(), times=1)
-    manager = make_manager()
+    view = ProviderView(Reads(snapshot(('a', 0, 0))), max_age=300.0, read_behind=False)
+    manager = make_manager(provider_view=view)
     others_got_in: list[bool] = []
     threads: list[threading.Thread] = []
 
@@ -276,7 +286,51 @@ def test_a_claim_backing_off_after_a_conflict_keeps_its_turn(fake, make_manager)
         others_got_in.append(got_in.wait(SHORT))
 
     manager.claimer.sleep = back_off
-    select(manager, boot_spec(), new_uuids(1))
+    [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
     for thread in threads:
         thread.join(LONG)
+    assert fake.calls_to('get_allocation_candidates') == []
+    assert selections[0].service_host == 'a'
     assert others_got_in == [False], 'another request took the turn of a claim in flight'
+
+
+class SaysWhenSomeoneWaits(threading.Condition):
+    """A spread's condition that tells when a claim starts waiting for another to land."""
+
+    def __init__(self, lock) -> None:
+        super().__init__(lock)
+        self.someone_waits = threading.Event()
+
+    def wait_for(self, predicate, timeout=None):
+        if not predicate():
+            self.someone_waits.set()
+        return super().wait_for(predicate, timeout)
+
+
+def test_a_claim_that_gave_its_turn_up_lands_before_it_takes_one_back(fake, make_manager):
+    # A claim of this worker on the same host waits for it to land
+    # (pipeline/spread.py), and may hold its turn meanwhile (one on the provider
+    # view's hosts): a claim that needed a turn back to land would wait for it for
+    # the whole wait limit.
+    fake.add_compute('cn0', vcpus=8)
+    fake.script('put_allocations', provider_conflict(), times=1)
+    spread = Spread(0, 1, wait_limit=10 * LONG)
+    landed = spread._landed = SaysWhenSomeoneWaits(spread._lock)
+    manager = make_manager(spread=spread)
+    view_claim_landed = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def claim_on_the_views_host():
+        with manager.turns.turn(), spread.claiming(uuid_for('cn0')):
+            view_claim_landed.set()
+
+    def back_off(seconds):
+        threads.append(in_thread(claim_on_the_views_host))
+        assert landed.someone_waits.wait(LONG)
+
+    manager.claimer.sleep = back_off
+    placed: list[object] = []
+    first = in_thread(lambda: placed.append(select(manager, boot_spec(), new_uuids(1))))
+    first.join(LONG)
+    assert placed, 'the claim in flight never got its turn back'
+    assert view_claim_landed.wait(LONG)
