@@ -184,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                         help='with --view: a cloud with nested trees and a workload that mixes '
                              'vGPU, PCI-in-Placement and NUMA-in-Placement flavors in '
                              '(bench/view.py --nested)')
+    parser.add_argument('--split-cores', action='store_true',
+                        help='with --view: Placement and PostgreSQL on one half of the CPUs, '
+                             'the service, RabbitMQ and the clients on the other (bench/view.py '
+                             '--split-cores; needs root)')
     parser.add_argument('--reads', default='', metavar='N[,N...]',
                         help='what a worker\'s reads of its provider view cost at these '
                              'numbers of providers (bench/reads.py; needs PostgreSQL)')
@@ -227,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.view:
         from bench import view
         view_rows = view.run_all([int(n) for n in args.view.split(',') if n.strip()],
-                                 view.Options(nested=args.nested_workload))
+                                 view.Options(nested=args.nested_workload,
+                                              split_cores=args.split_cores))
         rows.extend(view_rows)
     if args.host_data:
         from bench import host_data

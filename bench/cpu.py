@@ -4,12 +4,22 @@ Every piece of an end-to-end phase shares the same cores (Placement's gunicorn
 workers, PostgreSQL, RabbitMQ, the service's workers, the benchmark's own
 clients), so a throughput that stops growing is explained by who used the CPU.
 Linux only; elsewhere the accounting is empty.
+
+On one machine the ratio of a scheduler's throughput to Placement's own ceiling
+measures how the cores were shared as much as the scheduler: every core the
+service, RabbitMQ and the clients use is one Placement's ceiling had to itself.
+:func:`split_machine` keeps them apart, as separate machines would: Placement's
+workers and its database on one half of the CPUs, everything that asks them on
+the other, for the ceilings and the service alike.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 _TICKS = os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100
 
@@ -36,19 +46,24 @@ def _kind(pid: str, own: str) -> str | None:
     return None
 
 
-def sample() -> Counter[str]:
-    """CPU seconds used so far by each kind of process alive now (user + system)."""
-    used: Counter[str] = Counter()
+def _processes() -> Iterator[tuple[str, pathlib.Path]]:
+    """(kind, /proc entry) of every process of a kind alive now."""
     own = str(os.getpid())
     proc = pathlib.Path('/proc')
     if not proc.is_dir():
-        return used
+        return
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         kind = _kind(entry.name, own)
-        if kind is None:
-            continue
+        if kind is not None:
+            yield kind, entry
+
+
+def sample() -> Counter[str]:
+    """CPU seconds used so far by each kind of process alive now (user + system)."""
+    used: Counter[str] = Counter()
+    for kind, entry in _processes():
         try:
             stat = (entry / 'stat').read_text()
         except OSError:
@@ -71,3 +86,73 @@ def describe(cores: dict[str, float]) -> str:
     """'service 0.62, placement 0.71, …' (cores), largest first."""
     return ', '.join(f'{kind} {share:.2f}' for kind, share in
                      sorted(cores.items(), key=lambda kv: -kv[1]) if share >= 0.005)
+
+
+#: The kinds that arbitrate (Placement and its database): one side of a split machine.
+ARBITER = frozenset({'placement', 'postgresql'})
+
+
+@dataclass(frozen=True)
+class Split:
+    """The CPUs of each side of a split machine."""
+
+    arbiter: frozenset[int]
+    callers: frozenset[int]
+
+    def describe(self) -> str:
+        return (f'Placement and PostgreSQL on CPU {_cpus(self.arbiter)}; the service, '
+                f'RabbitMQ and the clients on CPU {_cpus(self.callers)}')
+
+
+def _cpus(cpus: frozenset[int]) -> str:
+    return ','.join(map(str, sorted(cpus)))
+
+
+def _tasks() -> Iterator[tuple[str, int]]:
+    """(kind, thread id) of every thread of every process of a kind."""
+    for kind, entry in _processes():
+        try:
+            tids = [int(t.name) for t in (entry / 'task').iterdir()]
+        except OSError:
+            continue
+        for tid in tids:
+            yield kind, tid
+
+
+def _set(tid: int, cpus: frozenset[int]) -> None:
+    try:
+        os.sched_setaffinity(tid, cpus)
+    except ProcessLookupError:
+        pass    # the thread ended since it was listed
+    except PermissionError as e:
+        raise RuntimeError(
+            f'cannot set the CPU affinity of thread {tid} ({e}): splitting the machine '
+            'needs the right to pin PostgreSQL\'s and RabbitMQ\'s processes (root)') from e
+
+
+def pin(split: Split) -> None:
+    """Every thread of every kind alive now on its side. Threads and processes they
+    start later inherit it; a process started after this call (the service of the
+    next phase) is pinned by the next call."""
+    for kind, tid in _tasks():
+        _set(tid, split.arbiter if kind in ARBITER else split.callers)
+
+
+@contextlib.contextmanager
+def split_machine() -> Iterator[Split]:
+    """The machine split in two halves of its CPUs for the block (:func:`pin` at the
+    start of each phase); every kind's threads get every CPU back at the end, also
+    PostgreSQL's and RabbitMQ's, which outlive the benchmark."""
+    everything = frozenset(os.sched_getaffinity(0))
+    cpus = sorted(everything)
+    if len(cpus) < 2:
+        raise RuntimeError(f'splitting the machine needs 2 CPUs or more; this one has '
+                           f'{len(cpus)}')
+    half = len(cpus) // 2
+    split = Split(arbiter=frozenset(cpus[:half]), callers=frozenset(cpus[half:]))
+    try:
+        pin(split)
+        yield split
+    finally:
+        for _, tid in _tasks():
+            _set(tid, everything)
