@@ -36,7 +36,9 @@ after each; those of 5 and 6 at the end.
 
 ``--view-only`` runs phases 4, 5 and 7 alone (then memory and read-back): a few
 minutes a size, to compare two versions of the spread or the view on refused
-claims; the targets that need a ceiling are then not checked.
+claims; the targets that need a ceiling are then not checked. ``--arbiter-only`` runs
+phase 3 before them, and holds the view to the PUT-only ceiling alone: where a query
+per request takes minutes (50,000 providers on half of the machine).
 
 ``--split-cores`` runs every phase on a machine split in two (bench.cpu): Placement's
 workers and PostgreSQL on one half of the CPUs, the service, RabbitMQ and the
@@ -548,6 +550,11 @@ class Options:
     #: then are Placement's own, as with a scheduler on machines of its own. Needs
     #: the right to pin the database's and the broker's processes (root).
     split_cores: bool = False
+    #: Placement's PUT-only ceiling, then phases 4, 5 and 7 (no query per request, no
+    #: GET + PUT ceiling, no regret samples): the target against the arbiter's
+    #: ceiling where a query per request takes minutes (50,000 providers on half
+    #: the machine).
+    arbiter_only: bool = False
 
 
 def start_fill_for(providers: int, opts: Options) -> float:
@@ -644,6 +651,10 @@ class _Run:
                  note=_phase_note(query_ceiling, statuses, opts.clients)
                  + f'; GET /allocation_candidates p50 {get_p50 * 1000:.0f} ms'
                  + f'; cores used: {cpu.describe(cores)}')
+        return query_ceiling, self.claim_ceiling(), get_p50
+
+    def claim_ceiling(self) -> _Phase:
+        opts = self.opts
         self.fresh()
         before, started = cpu.sample(), time.monotonic()
         claim_ceiling, statuses = _put_only_phase(self.dep, opts.clients, opts.seconds,
@@ -652,7 +663,7 @@ class _Run:
         self.row('Placement ceiling, PUT only (an arbiter)', claim_ceiling.rate, unit='req/s',
                  note=_phase_note(claim_ceiling, statuses, opts.clients)
                  + f'; cores used: {cpu.describe(cores)}')
-        return query_ceiling, claim_ceiling, get_p50
+        return claim_ceiling
 
     # 4. --------------------------------------------------------------------------
     def view_window(self, client: Any, label: str = 'provider view', svc: Any = None
@@ -796,6 +807,9 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
         if opts.view_only:
             _journal_baseline(run, _view_phases(run))
             return run.rows
+        if opts.arbiter_only:
+            _journal_baseline(run, _view_phases(run, run.claim_ceiling()))
+            return run.rows
         per_request, queries = run.query_per_request()
         query_ceiling, claim_ceiling, get_p50 = run.ceilings(queries)
         viewed = _view_phases(run, claim_ceiling, query_ceiling, get_p50)
@@ -810,19 +824,21 @@ def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
                  query_ceiling: _Phase | None = None, get_p50: float = float('nan')
                  ) -> _Phase:
     """Phases 4-6 with the view on, then memory and read-back; the window's phase.
-    Without the ceilings (``view_only``): no target on them, no regret samples."""
+    Without the ceilings (``view_only``): no target on them, no regret samples;
+    without the query ceiling (``arbiter_only``): no regret samples either."""
     from scheduler.rpc.client import SchedulerClient
 
     dep, opts = run.dep, run.opts
     with run.service(_view_config(dep, opts)) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)
         viewed, statuses, refusals = run.view_window(client, svc=svc)
-        if claim_ceiling is not None and query_ceiling is not None:
-            _targets(run, viewed, statuses, refusals, claim_ceiling, query_ceiling, get_p50)
-        else:
-            run.refused_rows('', statuses, refusals)
+        if claim_ceiling is not None:
+            _claim_ceiling_target(run, viewed, claim_ceiling)
+        if query_ceiling is not None:
+            _query_targets(run, viewed, query_ceiling, get_p50)
+        run.refused_rows('', statuses, refusals)
         filling = run.view_fill(client, svc)
-        sampled = run.regret(client, svc.config) if claim_ceiling is not None else []
+        sampled = run.regret(client, svc.config) if query_ceiling is not None else []
         peaks = _peak_rss_mb(svc.worker_pids())
         deploy.delete_consumers(dep.url, filling.consumers + sampled)
     big = run.n >= 50000
@@ -850,10 +866,7 @@ def _journal_baseline(run: _Run, viewed: _Phase) -> None:
                  f'{_median(baseline.latencies) * 1000:.0f} ms without')
 
 
-def _targets(run: _Run, viewed: _Phase, statuses: Counter, refusals: Counter,
-             claim_ceiling: _Phase, query_ceiling: _Phase, get_p50: float) -> None:
-    applies = run.n == TARGET_PROVIDERS
-    where = '' if applies else ' at 10,000'
+def _claim_ceiling_target(run: _Run, viewed: _Phase, claim_ceiling: _Phase) -> None:
     share = viewed.rate / claim_ceiling.rate if claim_ceiling.rate else 0.0
     held = run.n in CLAIM_CEILING_SIZES
     run.row('throughput / PUT-only ceiling', share, ratio=share,
@@ -861,6 +874,11 @@ def _targets(run: _Run, viewed: _Phase, statuses: Counter, refusals: Counter,
                    + ('' if held else ' at 10,000 and 50,000'),
             passed=(share >= CLAIM_CEILING_SHARE) if held else None, unit='x',
             note='split machine' if run.split else 'shared cores')
+
+
+def _query_targets(run: _Run, viewed: _Phase, query_ceiling: _Phase, get_p50: float) -> None:
+    applies = run.n == TARGET_PROVIDERS
+    where = '' if applies else ' at 10,000'
     factor = viewed.rate / query_ceiling.rate if query_ceiling.rate else 0.0
     run.row('throughput / GET + PUT ceiling', factor, ratio=factor,
             target=f'ratio >= {QUERY_CEILING_FACTOR:g}{where}',
@@ -871,7 +889,6 @@ def _targets(run: _Run, viewed: _Phase, statuses: Counter, refusals: Counter,
             target=f'ratio <= {P50_SHARE_OF_GET:g}{where}',
             passed=(p50_share <= P50_SHARE_OF_GET) if applies else None, unit='x',
             note=f'p50 {p50 * 1000:.0f} ms, GET p50 {get_p50 * 1000:.0f} ms')
-    run.refused_rows('', statuses, refusals)
 
 
 def _median(values: list[float]) -> float:
