@@ -30,6 +30,7 @@ from scheduler.objects.codec import DecodeLimits
 from scheduler.pipeline.claimer import PendingCleanups
 from scheduler.pipeline.spread import Spread
 from scheduler.provider_view.siblings import ClaimsBoard
+from scheduler.provider_view.view import ProviderViewError
 from scheduler.request.filters import load_request_filters
 from scheduler.request.routed_networks import RoutedNetworkSources
 from scheduler.rpc.endpoint import BaseAPIEndpoint, SchedulerEndpoint
@@ -221,6 +222,14 @@ class SchedulerService:
             if wait and not self.cell_db_sync.wait_for_first_attempt(wait):
                 LOG.warning('first cell database read still running after %ss; taking calls '
                             'with the hosts file\'s NUMA and PCI data until it finishes', wait)
+        view = self.manager.provider_view
+        if view is not None:
+            # After the syncs' head start: the table of its hosts reads the catalog.
+            try:
+                view.warm(self.catalog, self.conf.default_availability_zone)
+            except ProviderViewError as e:
+                LOG.warning('provider view: the first read failed (%s); the first request '
+                            'reads again', e)
         self.server.start()
 
     def stop(self) -> None:

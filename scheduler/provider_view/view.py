@@ -131,6 +131,21 @@ class ProviderView:
         # When the read under way began (a sibling's claim since then is not in it).
         self._reading_since = float('inf')
 
+    def warm(self, catalog: HostData, default_availability_zone: str = 'nova') -> None:
+        """The first, whole read and the table of its hosts, before the worker takes
+        calls: read on the first request instead, it kept the worker's first callers
+        waiting for it (seconds at 50,000 providers with the service's workers all
+        starting at once). ProviderViewError when the read fails: the first request
+        then reads again."""
+        started = self._clock()
+        snapshot = self._read()
+        with self._lock:
+            if self._snapshot is not None:
+                return      # a request read meanwhile
+            self._install(snapshot, started, {})
+        self._tables.hosts(snapshot, catalog,
+                           default_availability_zone=default_availability_zone)
+
     def match(self, query: AllocationCandidatesQuery) -> tuple[Match | None, str | None]:
         """(The providers that hold the whole of ``query``, None) when the view answers
         it exactly; (None, why) when Placement must.

@@ -273,6 +273,8 @@ def test_the_service_places_from_the_view_and_placement_refuses_what_a_stale_vie
     running = start_scheduler(**{
         'scheduler.provider_view': True, 'scheduler.provider_view_max_age': 300.0,
         'placement_database.connection': f'sqlite:///{placement.db_path}'})
+    view = running.service.manager.provider_view
+    assert view.reads == 1, 'the service takes calls before its view is read'
     from_view = metrics.PROVIDER_VIEW_QUERIES.value(answer='view', why='')
     first, second, third = new_uuids(3)
     flavor = {'vcpus': 4, 'ram_mb': 1024, 'disk_gb': 1}
@@ -288,7 +290,6 @@ def test_the_service_places_from_the_view_and_placement_refuses_what_a_stale_vie
     assert 'capacity exceeded' in refused.value.reason
     assert placement_client.get_allocations(second).allocations == {}
     # The refusal made the view read again (behind the requests): no host is offered.
-    view = running.service.manager.provider_view
     deadline = time.monotonic() + 10
     while view.reads < 2:
         assert time.monotonic() < deadline, 'the view was not read again'

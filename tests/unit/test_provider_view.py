@@ -122,6 +122,34 @@ def test_requests_within_the_max_age_share_one_read():
     assert reads.count == 2
 
 
+def test_a_worker_reads_its_view_and_builds_its_hosts_before_it_takes_calls():
+    # Read on the first request, a whole read of 50,000 providers kept the first
+    # callers of every starting worker waiting for seconds.
+    now = [0.0]
+    reads = Reads(snapshot(('a', 8, 0)), snapshot(('a', 8, 4)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0], read_behind=False)
+    catalog = HostCatalog(default_cell_uuid=SERVICE_CELL)
+
+    view.warm(catalog)
+
+    assert reads.count == 1 and view._tables.built == 1
+    now[0] = 0.5
+    found, _ = view.match(vcpus(1))
+    found.hosts(catalog)
+    assert reads.count == 1 and view._tables.built == 1, 'the first request read again'
+
+
+def test_a_first_read_that_fails_is_left_to_the_first_request():
+    reads = Reads(ProviderViewError('database unreachable'), snapshot(('a', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, read_behind=False)
+
+    with pytest.raises(ProviderViewError):
+        view.warm(HostCatalog(default_cell_uuid=SERVICE_CELL))
+
+    found, why = view.match(vcpus(1))
+    assert why is None and hosts_of(found) == {uuid_for('a')}
+
+
 def test_hosts_say_whether_they_show_claims_the_other_workers_views_do_not_yet():
     # What the spread reaches further for the worker's own lane on (pipeline/spread.py).
     now = [0.0]
