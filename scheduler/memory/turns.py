@@ -17,10 +17,11 @@ holds columns over every matching host, and the next one computing meanwhile
 would build its own beside them (at 50,000 hosts with nested trees, 196-204 MB
 a worker with the turn given up for claims, against 173-190 MB). Its claims on
 hosts Placement answered give the turn up: the request holds one answer, and a
-claim waits on a Placement busy with every scheduler's queries (one at a time,
-a worker's throughput fell to 0.85 of Placement's ceiling, against 0.95). Such
-a claim lands before it takes a turn back: a claim of this worker on the same
-host waits for it to land, and may hold its turn while it waits.
+claim waits on a Placement busy with every scheduler's queries (with those
+claims holding the turn, 2 and 4 workers made 0.88 and 0.93 of Placement's
+ceiling in one run, and 0.91 and 0.98 giving it up). Such a claim lands before
+it takes a turn back: a claim of this worker on the same host waits for it to
+land, and may hold its turn while it waits.
 The turn is the thread's: a stage that takes one inside its own thread's turn
 (the provider view matched again while a request decides) goes on without
 waiting. Measured in doc/performance.md (*Turns to decide*).
