@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -82,6 +83,16 @@ def used_between(before: Counter[str], after: Counter[str], seconds: float) -> d
             for kind in sorted(after)}
 
 
+@contextlib.contextmanager
+def used() -> Iterator[dict[str, float]]:
+    """Cores used on average by each kind during the block (:func:`used_between`),
+    in the dict yielded, filled in when the block ends."""
+    cores: dict[str, float] = {}
+    before, started = sample(), time.monotonic()
+    yield cores
+    cores.update(used_between(before, sample(), time.monotonic() - started))
+
+
 def describe(cores: dict[str, float]) -> str:
     """'service 0.62, placement 0.71, …' (cores), largest first."""
     return ', '.join(f'{kind} {share:.2f}' for kind, share in
@@ -140,11 +151,17 @@ def pin(split: Split) -> None:
 
 @contextlib.contextmanager
 def split_machine() -> Iterator[Split]:
-    """The machine split in two halves of its CPUs for the block (:func:`pin` at the
-    start of each phase); every kind's threads get every CPU back at the end, also
-    PostgreSQL's and RabbitMQ's, which outlive the benchmark."""
-    everything = frozenset(os.sched_getaffinity(0))
-    cpus = sorted(everything)
+    """The machine split in two halves of the benchmark's CPUs for the block
+    (:func:`pin` at the start of each phase); at the end every thread gets back the
+    CPUs it had before, and one started meanwhile (a database backend, forked from
+    a pinned server) every CPU of the machine: PostgreSQL and RabbitMQ outlive the
+    benchmark."""
+    cpus = sorted(os.sched_getaffinity(0))
+    machine = frozenset(range(os.cpu_count() or len(cpus)))
+    before: dict[int, frozenset[int]] = {}
+    for _, tid in _tasks():
+        with contextlib.suppress(ProcessLookupError):
+            before[tid] = frozenset(os.sched_getaffinity(tid))
     if len(cpus) < 2:
         raise RuntimeError(f'splitting the machine needs 2 CPUs or more; this one has '
                            f'{len(cpus)}')
@@ -155,4 +172,4 @@ def split_machine() -> Iterator[Split]:
         yield split
     finally:
         for _, tid in _tasks():
-            _set(tid, everything)
+            _set(tid, before.get(tid, machine))

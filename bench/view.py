@@ -70,7 +70,6 @@ import re
 import statistics
 import sys
 import threading
-import time
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -642,10 +641,9 @@ class _Run:
     def ceilings(self, queries: list[str]) -> tuple[_Phase, _Phase, float]:
         opts = self.opts
         self.fresh()
-        before, started = cpu.sample(), time.monotonic()
-        query_ceiling, statuses, gets = _get_put_phase(self.dep, queries, opts.clients,
-                                                       opts.seconds, opts.warmup, opts.seed)
-        cores = cpu.used_between(before, cpu.sample(), time.monotonic() - started)
+        with cpu.used() as cores:
+            query_ceiling, statuses, gets = _get_put_phase(
+                self.dep, queries, opts.clients, opts.seconds, opts.warmup, opts.seed)
         get_p50 = _median(gets)
         self.row('Placement ceiling, GET + PUT per decision', query_ceiling.rate, unit='req/s',
                  note=_phase_note(query_ceiling, statuses, opts.clients)
@@ -656,10 +654,9 @@ class _Run:
     def claim_ceiling(self) -> _Phase:
         opts = self.opts
         self.fresh()
-        before, started = cpu.sample(), time.monotonic()
-        claim_ceiling, statuses = _put_only_phase(self.dep, opts.clients, opts.seconds,
-                                                  opts.warmup, opts.seed, self.kinds)
-        cores = cpu.used_between(before, cpu.sample(), time.monotonic() - started)
+        with cpu.used() as cores:
+            claim_ceiling, statuses = _put_only_phase(self.dep, opts.clients, opts.seconds,
+                                                      opts.warmup, opts.seed, self.kinds)
         self.row('Placement ceiling, PUT only (an arbiter)', claim_ceiling.rate, unit='req/s',
                  note=_phase_note(claim_ceiling, statuses, opts.clients)
                  + f'; cores used: {cpu.describe(cores)}')
@@ -672,10 +669,10 @@ class _Run:
         self.fresh()
         outcomes: Counter = Counter()
         asked = _view_queries(svc)
-        before, started = cpu.sample(), time.monotonic()
-        phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
-                             _service_decide(client, _Rngs(opts.seed), self.kinds, outcomes))
-        cores = cpu.used_between(before, cpu.sample(), time.monotonic() - started)
+        with cpu.used() as cores:
+            phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
+                                 _service_decide(client, _Rngs(opts.seed), self.kinds,
+                                                 outcomes))
         calls = self.log.read_new()
         statuses, refusals = _statuses(calls), self.refusals.read()
         deploy.delete_consumers(self.dep.url, phase.consumers)
