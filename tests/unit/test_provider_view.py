@@ -540,7 +540,8 @@ def test_flavors_on_a_cloud_with_numa_nodes_in_placement_search_few_trees(monkey
     assert [tree.uuids[r] for r in trees.answer(tree, numa, {}).roots] == [uuid_for('a')]
     assert len(searched) == 1
     # A NUMA cell in a group of its own, the rest unsuffixed: no class asked twice,
-    # no rule across groups, so no search either; two cells under isolate are.
+    # no rule across groups, so no search either; nor for two cells alike under
+    # isolate (a tree with two that fit); two that differ are searched.
     cell = RequestGroupQuery(suffix='1', resources={'MEMORY_MB': 1024},
                              required_traits={'HW_NUMA_ROOT'})
     one_cell = AllocationCandidatesQuery(
@@ -552,6 +553,9 @@ def test_flavors_on_a_cloud_with_numa_nodes_in_placement_search_few_trees(monkey
     searched.clear()
     assert [tree.uuids[r] for r in trees.answer(tree, one_cell, {}).roots] == [uuid_for('a')]
     assert searched == []
+    assert [tree.uuids[r] for r in trees.answer(tree, two_cells, {}).roots] == [uuid_for('a')]
+    assert searched == []
+    two_cells.groups[2].resources['MEMORY_MB'] = 512
     assert [tree.uuids[r] for r in trees.answer(tree, two_cells, {}).roots] == [uuid_for('a')]
     assert len(searched) == 1
 
