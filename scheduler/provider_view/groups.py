@@ -55,15 +55,13 @@ class Candidates:
     rules: Rules
     cloud: Cloud
     roots: np.ndarray
-    by_root: Mapping[int, tuple[tuple[int, ...], ...]]
+    by_root: _BySlot
     #: per root of ``roots``, whether the root itself is each slot's only provider
     #: (a host without children that hold what the query asks): its one
     #: combination needs no search when the query has no granular group
     alone: np.ndarray
     #: per root of ``roots``, whether the root itself is among some slot's providers
     root_serves: np.ndarray
-    #: per slot, per root of ``roots``: how many providers may fill it
-    sizes: np.ndarray
     #: per root of ``roots``, whether the unsuffixed group's providers there have,
     #: together, each of its required traits (no combination has them otherwise)
     traits_within: np.ndarray
@@ -84,6 +82,11 @@ class _BySlot(Mapping[int, tuple[tuple[int, ...], ...]]):
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._roots.tolist())
+
+    def sizes(self, slot: int) -> np.ndarray:
+        """Per root, how many providers may fill ``slot``."""
+        _, start, end = self._slots[slot]
+        return end - start
 
     def __len__(self) -> int:
         return len(self._roots)
@@ -128,7 +131,6 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     by_slot: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     alone = np.ones(len(common), dtype=bool)
     serves = np.zeros(len(snapshot), dtype=bool)
-    sizes = np.zeros((len(pairs), len(common)), dtype=np.int64)
     # The search checks the traits on the unsuffixed slots' providers; with none
     # (a resourceless unsuffixed group) it checks nothing, nor does this.
     with_trait = ({trait: np.zeros(len(snapshot), dtype=bool) for trait in rules.traits}
@@ -146,7 +148,6 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         count = np.bincount(keys, minlength=len(snapshot))
         end = np.cumsum(count)[common]
         start = end - count[common]
-        sizes[len(by_slot)] = end - start
         if len(rows):
             alone &= (end - start == 1) & (rows[np.minimum(start, len(rows) - 1)] == common)
         serves[rows[rows == keys]] = True
@@ -160,7 +161,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     for found in with_trait.values():
         within &= found[common]
     return Candidates(rules, _cloud(snapshot, rules, used), common,
-                      _BySlot(common, by_slot), alone, serves[common], sizes, within)
+                      _BySlot(common, by_slot), alone, serves[common], within)
 
 
 def _anchored(snapshot: ProviderSnapshot, mask: np.ndarray,

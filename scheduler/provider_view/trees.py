@@ -156,7 +156,7 @@ def _settled_by_shape(snapshot: ProviderSnapshot, found: groups.Candidates
         if not isolated:
             return everything, everything
         if all(rules.slots[b].twin == a for a, b in itertools.pairwise(granular)):
-            return everything, found.sizes[granular[0]] >= len(granular)
+            return everything, found.by_root.sizes(granular[0]) >= len(granular)
     if granular:
         return np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)
     root_has = np.ones(count, dtype=bool)
