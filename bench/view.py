@@ -336,25 +336,60 @@ _METRICS_AT = re.compile(r'^\S+ \S+ (\d+) INFO scheduler\.metrics_server .* metr
 METRICS_CONFIG = '[scheduler]\nmetrics_listen = 127.0.0.1:0\n'
 
 
-def _view_queries(svc: Any) -> Counter:
-    """(answer, why) -> candidate queries so far, summed over the service's workers (each
-    its own /metrics, as its log names it)."""
-    counts: Counter = Counter()
+def _scraped(svc: Any) -> Counter:
+    """Every sum and count of the service's metrics so far, summed over its workers
+    (each its own /metrics, as its log names it)."""
+    values: Counter = Counter()
     if svc is None:
-        return counts
+        return values
     urls = dict(_METRICS_AT.findall(svc.process.output()))
     for pid in svc.worker_pids():
         if str(pid) not in urls:
             continue
         try:
-            values = deploy.scrape(urls[str(pid)])
+            values.update(deploy.scrape(urls[str(pid)]))
         except Exception:  # noqa: BLE001 - a worker not answering: counted as none
             continue
-        for name, value in values.items():
-            found = _VIEW_QUERIES.match(name)
-            if found:
-                counts[found.group(1), found.group(2)] += int(value)
+    return values
+
+
+def _view_queries(scraped: Counter) -> Counter:
+    """(answer, why) -> candidate queries, of :func:`_scraped`'s values."""
+    counts: Counter = Counter()
+    for name, value in scraped.items():
+        found = _VIEW_QUERIES.match(name)
+        if found:
+            counts[found.group(1), found.group(2)] += int(value)
     return counts
+
+
+_STAGE = re.compile(r'^scheduler_stage_seconds_(sum|count)\{stage="([^"]*)"\}$')
+_TURN_WAIT = re.compile(r'^scheduler_decision_turn_wait_seconds_sum\{when="([^"]*)"\}$')
+
+
+def time_spent(scraped: Counter, latencies: list[float]) -> str:
+    """Where a request's time went, of the service's metrics over a phase
+    (:func:`_scraped`'s values at its end less those at its start) and the clients'
+    latencies: the mean call at the client, the mean ``select_destinations`` in a
+    worker, each stage's and the waits for a turn per request."""
+    calls = scraped.get('scheduler_select_destinations_seconds_count', 0)
+    if not calls or not latencies:
+        return 'no metrics'
+    per_call = 1000 / calls
+    stages: dict[str, list[float]] = {}
+    waits: Counter = Counter()
+    for name, value in scraped.items():
+        if found := _STAGE.match(name):
+            stages.setdefault(found.group(2), [0.0, 0.0])[found.group(1) == 'count'] += value
+        elif found := _TURN_WAIT.match(name):
+            waits[found.group(1)] += value
+    parts = [f'{stage} {total * per_call:.0f} ms ({count / calls:.1f}x)'
+             for stage, (total, count) in sorted(stages.items())]
+    parts += [f'waiting for a turn ({when}) {total * per_call:.0f} ms'
+              for when, total in sorted(waits.items())]
+    return (f'mean call at the client {statistics.fmean(latencies) * 1000:.0f} ms, in a worker '
+            f'{scraped["scheduler_select_destinations_seconds_sum"] * per_call:.0f} ms: '
+            + ', '.join(parts) + f' (per request, {calls:.0f} requests with the warm-up)')
 
 
 def _session(local: threading.local) -> Any:
@@ -668,7 +703,7 @@ class _Run:
         opts = self.opts
         self.fresh()
         outcomes: Counter = Counter()
-        asked = _view_queries(svc)
+        before = _scraped(svc)
         with cpu.used() as cores:
             phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
                                  _service_decide(client, _Rngs(opts.seed), self.kinds,
@@ -679,8 +714,13 @@ class _Run:
         self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
                  + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
+        scraped = _scraped(svc)
+        scraped.subtract(before)
+        if svc is not None:
+            self.row(f'{label}: where a request\'s time went', None,
+                     note=time_spent(scraped, phase.latencies))
         if opts.nested:
-            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(svc) - asked)
+            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(scraped))
         return phase, statuses, refusals
 
     # 5. --------------------------------------------------------------------------
@@ -688,7 +728,7 @@ class _Run:
         opts, dep = self.opts, self.dep
         self.fresh()
         outcomes: Counter = Counter()
-        asked = _view_queries(svc)
+        before = _scraped(svc)
         phase = _closed_loop(opts.clients, opts.fill_seconds, 0.0,
                              _service_decide(client, _Rngs(opts.seed + 1), self.kinds, outcomes),
                              until=lambda: _fill(dep)['MEMORY_MB'] >= opts.fill_to)
@@ -713,7 +753,9 @@ class _Run:
                        f'({gets / answered:.1%}): none fits in the view, or it could not '
                        f'be read') if answered else 'no request answered')
         if opts.nested:
-            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(svc) - asked)
+            scraped = _scraped(svc)
+            scraped.subtract(before)
+            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(scraped))
         return phase
 
     def nested_rows(self, label: str, calls: list[deploy.PlacementCall], outcomes: Counter,

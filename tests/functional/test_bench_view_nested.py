@@ -49,7 +49,7 @@ def test_the_nested_kinds_are_answered_by_the_view_with_no_query_to_placement(de
             decide = view._service_decide(client, view._Rngs(1), ((kind, 1.0),), outcomes)
             for _ in range(ASKED):
                 consumers[decide()] = kind
-        asked = view._view_queries(svc)
+        asked = view._view_queries(view._scraped(svc))
     calls = run.log.read_new()
 
     assert {name for name, outcome in outcomes if outcome != 'placed'} == set(), outcomes
