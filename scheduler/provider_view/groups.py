@@ -44,7 +44,7 @@ import numpy as np
 
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler.provider_view.search import Cloud, Rules, Slot
-from scheduler.provider_view.snapshot import ProviderSnapshot
+from scheduler.provider_view.snapshot import ProviderSnapshot, int_array
 
 
 @dataclass(frozen=True)
@@ -69,24 +69,30 @@ class Candidates:
 
 class _BySlot(Mapping[int, tuple[tuple[int, ...], ...]]):
     """Each candidate root's rows per slot, sliced from the slots' sorted columns
-    when asked: a request looks at a few roots of thousands."""
+    when asked: a request looks at a few roots of thousands.
 
-    def __init__(self, roots: np.ndarray, slots: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    A slot's rows are its roots' runs one after the other, ``offsets`` (one more
+    than the roots) where each begins; a slot every root fills alone (a class
+    only roots hold) keeps neither. Kept for the request's whole life, its
+    claims included: rows and offsets fit in 32 bits, as Placement's ids do."""
+
+    def __init__(self, roots: np.ndarray, slots: list[tuple[np.ndarray, np.ndarray] | None]):
         self._roots, self._slots = roots, slots
 
     def __getitem__(self, root: int) -> tuple[tuple[int, ...], ...]:
         i = int(np.searchsorted(self._roots, root))
         if i >= len(self._roots) or self._roots[i] != root:
             raise KeyError(root)
-        return tuple(tuple(rows[start[i]:end[i]].tolist()) for rows, start, end in self._slots)
+        return tuple((root,) if slot is None else tuple(slot[0][slot[1][i]:slot[1][i + 1]].tolist())
+                     for slot in self._slots)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._roots.tolist())
 
     def sizes(self, slot: int) -> np.ndarray:
         """Per root, how many providers may fill ``slot``."""
-        _, start, end = self._slots[slot]
-        return end - start
+        held = self._slots[slot]
+        return np.ones(len(self._roots), dtype=np.int32) if held is None else np.diff(held[1])
 
     def __len__(self) -> int:
         return len(self._roots)
@@ -128,7 +134,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         has[keys] = True
         anchors &= has
     common = np.flatnonzero(anchors)
-    by_slot: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    by_slot: list[tuple[np.ndarray, np.ndarray] | None] = []
     alone = np.ones(len(common), dtype=bool)
     serves = np.zeros(len(snapshot), dtype=bool)
     # The search checks the traits on the unsuffixed slots' providers; with none
@@ -154,9 +160,12 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         if not slot.granular:
             for trait, found in with_trait.items():
                 found[keys[snapshot.with_trait(trait)[rows]]] = True
-        # Kept for the request's whole life (its hosts' allocation requests are found
-        # from them): rows and positions fit in 32 bits, as Placement's ids do.
-        by_slot.append((rows.astype(np.int32), start.astype(np.int32), end.astype(np.int32)))
+        if len(rows) == len(common) and bool((rows == common).all()):
+            by_slot.append(None)
+        else:
+            # Only the candidate roots' keys are left: their runs tile the rows.
+            by_slot.append((rows.astype(np.int32),
+                            np.append(start, len(rows)).astype(np.int32)))
     within = np.ones(len(common), dtype=bool)
     for found in with_trait.values():
         within &= found[common]
@@ -288,24 +297,15 @@ def _fits(snapshot: ProviderSnapshot, rc: str, amount: int,
 def _cloud(snapshot: ProviderSnapshot, rules: Rules, used: dict[str, np.ndarray]) -> Cloud:
     room: dict[str, array[int]] = {}
     for rc in {rc for slot in rules.slots for rc, _ in slot.resources}:
-        column = np.full(len(snapshot), -1, dtype=np.int64)
+        column = np.full(len(snapshot), -1, dtype=np.int32)
         inv = snapshot.inventories.get(rc)
         if inv is not None:
             # Placement's last check, on the combination: capacity as its summary
-            # rounds it, and max_unit for what several groups take together.
-            column[inv.rows] = np.minimum(inv.capacity - used[rc], inv.max_unit)
-        room[rc] = _ints(column)
-    has = {trait: _ints(snapshot.with_trait(trait), 'b') for trait in rules.traits}
-    # Rows (and -1) fit in 32 bits, as Placement's provider ids do.
-    return Cloud(room, _ints(snapshot.parent_rows, 'i'), has)
-
-
-def _ints(column: np.ndarray, code: str = 'q') -> array[int]:
-    """A column as the search reads it, a Python int per index, kept as an array of
-    ``code`` (8 bytes a provider for room, 4 for parents, 1 for a trait) rather
-    than a list's object each: every request over a nested cloud makes a few,
-    which at 50,000 hosts took 13 MB a request as lists."""
-    ints = array(code)
-    # From the column's own buffer: tobytes() would hold a third copy for a moment.
-    ints.frombytes(np.ascontiguousarray(column, dtype=f'i{ints.itemsize}').view(np.uint8).data)
-    return ints
+            # rounds it, and max_unit for what several groups take together. That
+            # is at most max_unit, a 32-bit column of Placement's; below -1 it says
+            # no more than -1 does (no room), and a provider without room is no
+            # slot's candidate.
+            column[inv.rows] = np.maximum(np.minimum(inv.capacity - used[rc], inv.max_unit), -1)
+        room[rc] = int_array(column, 'i')
+    has = {trait: snapshot.trait_flags(trait) for trait in rules.traits}
+    return Cloud(room, snapshot.parents_for_search(), has)

@@ -139,3 +139,16 @@ def test_a_read_that_moves_a_trait_or_an_aggregate_holds_the_new_ones():
     assert third.traits is first.traits
     assert [third.aggregates.of(row) for row in range(2)] == [(), ()]
     assert [first.aggregates.of(row) for row in range(2)] == [('agg-1',), ()]
+
+
+def test_the_search_reads_parents_made_once_for_the_same_providers_and_traits_once_a_read():
+    first = _two_hosts()
+    parents, avx2 = first.parents_for_search(), first.trait_flags('HW_CPU_X86_AVX2')
+
+    second = _read_again(first, [(1, 'CUSTOM_GOLD')], [(1, 'agg-1')])
+
+    assert parents.tolist() == [-1, -1] and avx2.tolist() == [1, 1]
+    assert first.parents_for_search() is parents and first.trait_flags('HW_CPU_X86_AVX2') is avx2
+    assert second.parents_for_search() is parents
+    # Traits may move between reads: each snapshot says its own.
+    assert second.trait_flags('HW_CPU_X86_AVX2').tolist() == [0, 1]
