@@ -211,7 +211,8 @@ def provider_summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> 
     rp = snapshot.uuids[row]
     claimed = overlay.get(rp) or {}
     resources = {}
-    for rc, inv in snapshot.inventories.items():
+    for rc in snapshot.classes_of(row):
+        inv = snapshot.inventories[rc]
         at = inv.position(row)
         if at is not None:
             resources[rc] = {'capacity': int(inv.capacity[at]),

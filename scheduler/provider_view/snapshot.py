@@ -12,6 +12,7 @@ take about 15 MB, and a new snapshot gives the garbage collector little to walk.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -83,8 +84,15 @@ class Inventory:
 
     def position(self, row: int) -> int | None:
         """Where provider ``row`` is here; None when it has no inventory of this class."""
-        at = int(np.searchsorted(self.rows, row))
-        return at if at < len(self.rows) and self.rows[at] == row else None
+        # A binary search over the rows' own buffer: numpy's searchsorted for one
+        # row took 5 µs, most of a provider summary.
+        rows = self._rows_view
+        at = bisect.bisect_left(rows, row)
+        return at if at < len(rows) and rows[at] == row else None
+
+    @functools.cached_property
+    def _rows_view(self) -> memoryview:
+        return np.ascontiguousarray(self.rows).data
 
     def with_used(self, used: np.ndarray) -> Inventory:
         """This inventory with other usage; what derives from the inventory alone
@@ -362,12 +370,31 @@ class ProviderSnapshot:
         self.sharing_below_root = bool(self.below_root[self.sharing_rows].any())
         self._anchors: dict[int, np.ndarray] = {}
         self._trait_flags: dict[str, array[int]] = {}
+        self._classes_held: tuple[list[str], np.ndarray] | None = None
+
+    def classes_of(self, row: int) -> list[str]:
+        """The classes provider ``row`` has an inventory of, in the order of
+        :attr:`inventories`. A provider has a few of a cloud's classes: looking each
+        up in every class's rows was most of a provider summary (39 µs each at
+        50,000 hosts with nested trees, hundreds of them a request)."""
+        if self._classes_held is None:
+            names = list(self.inventories)
+            if len(names) > 64:
+                return names
+            held = np.zeros(len(self), dtype=np.uint64)
+            for bit, rc in enumerate(names):
+                held[self.inventories[rc].rows] |= np.uint64(1 << bit)
+            self._classes_held = (names, held)
+        names, held = self._classes_held
+        bits = int(held[row])
+        return [rc for bit, rc in enumerate(names) if bits >> bit & 1]
 
     def inventory_of(self, row: int) -> dict[str, tuple[int, int, int, int, int, float, int]]:
         """Provider ``row``'s inventories: per class (total, reserved, min_unit,
         max_unit, step_size, allocation_ratio, used)."""
         found = {}
-        for rc, inv in self.inventories.items():
+        for rc in self.classes_of(row):
+            inv = self.inventories[rc]
             at = inv.position(row)
             if at is not None:
                 found[rc] = (int(inv.total[at]), int(inv.reserved[at]), int(inv.min_unit[at]),

@@ -152,3 +152,20 @@ def test_the_search_reads_parents_made_once_for_the_same_providers_and_traits_on
     assert second.parents_for_search() is parents
     # Traits may move between reads: each snapshot says its own.
     assert second.trait_flags('HW_CPU_X86_AVX2').tolist() == [0, 1]
+
+
+def test_each_provider_says_which_classes_it_holds_and_where_from_one_read_to_the_next():
+    first = _two_hosts()
+    assert [first.classes_of(row) for row in range(2)] == [['VCPU'], ['VCPU']]
+    inv = first.inventories['VCPU']
+    assert [inv.position(row) for row in range(2)] == [0, 1]
+
+    second = first.with_changes(first.generations + [1, 0], [1],
+                                inventories=[(1, 'VCPU', 8, 0, 1, 8, 1, 1.0),
+                                             (1, 'DISK_GB', 100, 0, 1, 100, 1, 1.0)],
+                                usages=[], traits=[], aggregates=[], marks=None)
+
+    assert [second.classes_of(row) for row in range(2)] == [['VCPU', 'DISK_GB'], ['VCPU']]
+    assert second.inventories['DISK_GB'].position(0) == 0
+    assert second.inventories['DISK_GB'].position(1) is None
+    assert first.classes_of(0) == ['VCPU']
