@@ -15,7 +15,9 @@ claims on the provider view's hosts (their back-offs and group re-reads
 included), and the choice of its alternates, keep the turn: such a request
 holds columns over every matching host, and the next one computing meanwhile
 would build its own beside them (at 50,000 hosts with nested trees, 196-204 MB
-a worker with the turn given up for claims, against 173-190 MB). Its claims on
+a worker with the turn given up for claims, against 173-190 MB; 212-217 MB again
+with requests that hold half as much, for a third more throughput: a worker's
+one turn through match and PUT is what limits it there). Its claims on
 hosts Placement answered give the turn up: the request holds one answer, and a
 claim waits on a Placement busy with every scheduler's queries (with those
 claims holding the turn, 2 and 4 workers made 0.88 and 0.93 of Placement's
