@@ -1,0 +1,26 @@
+"""bench.match times what the provider view does for each kind of bench.view's workload."""
+from __future__ import annotations
+
+from bench import match
+from bench.view import NESTED_KINDS
+
+
+def test_every_nested_kind_is_matched_and_tabled_in_process():
+    rows = match.run(match.Options(providers=300, nested=True, requests=120))
+
+    matched = {r.name for r in rows if r.name.startswith('match: ')}
+    assert {f'match: {kind.name}' for kind, _ in NESTED_KINDS} <= matched
+    assert "match: the workload's mix" in matched
+    assert all(r.ours_ms is not None and r.ours_ms > 0 for r in rows)
+
+
+def test_the_snapshot_holds_every_provider_of_the_cloud_under_its_root():
+    cloud = match.make_cloud(50, nested=True)
+
+    snapshot = match.snapshot_of(cloud)
+
+    providers = [p for host in cloud.hosts for p in host.providers]
+    assert len(snapshot) == len(providers)
+    for host in cloud.hosts:
+        root = snapshot.index[host.root.uuid]
+        assert all(snapshot.roots[snapshot.index[c.uuid]] == root for c in host.children)
