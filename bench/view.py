@@ -360,7 +360,7 @@ def _view_queries(scraped: Counter) -> Counter:
         found = _VIEW_QUERIES.match(name)
         if found:
             counts[found.group(1), found.group(2)] += int(value)
-    return counts
+    return +counts      # none that did not move over a phase
 
 
 _STAGE = re.compile(r'^scheduler_stage_seconds_(sum|count)\{stage="([^"]*)"\}$')
@@ -716,7 +716,7 @@ class _Run:
                  + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
         scraped = _scraped(svc)
         scraped.subtract(before)
-        if svc is not None:
+        if svc is not None and opts.nested:     # the workers serve metrics with --nested
             self.row(f'{label}: where a request\'s time went', None,
                      note=time_spent(scraped, phase.latencies))
         if opts.nested:
