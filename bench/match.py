@@ -6,8 +6,8 @@ PCI devices and vGPUs below some roots, as bench.view seeds it) held as one
 :class:`ProviderSnapshot` built from the rows Placement's tables would hold, and
 a :class:`ProviderView` over it. Then ``requests`` requests drawn from
 bench.view's workload (:func:`bench.view.kinds_for`), each translated as the
-service translates it (``build_query`` on the request spec nova-conductor
-would send), go through what a request asks of the view
+service translates it (its default request filters, then ``build_query``, on
+the request spec nova-conductor would send), go through what a request asks of the view
 (:func:`bench.nested.view_decision`: the matching hosts, then the allocation
 requests of those it looks at) and then the table of its hosts
 (``Match.hosts_of_table`` over a catalog of the cloud's hosts file).
@@ -36,11 +36,13 @@ from dataclasses import dataclass
 from bench.cli import settings_from, settings_parser
 from bench.nested import view_decision
 from bench.report import Row, render, write_json
+from bench.seed_sql import DISABLED_TRAIT
 from bench.synthetic import SyntheticCloud, make_cloud
-from bench.view import kinds_for, pick
+from bench.view import kinds_for, option_default, pick
 from scheduler.catalog import HostCatalog
 from scheduler.provider_view.snapshot import ProviderSnapshot
 from scheduler.provider_view.view import ProviderView
+from scheduler.request.filters import load_request_filters, run_request_filters
 from scheduler.request.translate import build_query
 
 #: ``[scheduler] max_placement_results``' default: the view ignores it, the
@@ -76,6 +78,8 @@ def snapshot_of(cloud: SyntheticCloud) -> ProviderSnapshot:
                 inventories.append((pid, rc, total, reserved, 1, total, 1, ratio))
                 usages.append((pid, rc, used))
             traits.extend((pid, trait) for trait in p.traits)
+        if host.disabled:
+            traits.append((ids[host.root.uuid], DISABLED_TRAIT))
     # bench.seed_sql puts no provider in an aggregate: Nova's aggregates are the
     # hosts file's.
     return ProviderSnapshot.from_rows(providers, inventories, usages, traits, [])
@@ -89,12 +93,14 @@ def run(opts: Options) -> list[Row]:
         hosts_file = pathlib.Path(tmp, 'hosts.json')
         hosts_file.write_text(json.dumps(cloud.hosts_document()))
         catalog = HostCatalog.from_file(str(hosts_file), default_cell_uuid=str(uuid.uuid4()))
+    request_filters = load_request_filters(option_default('request_filters'))
     rng = random.Random(opts.seed)
     kinds = kinds_for(opts.nested)
     requests = []
     for i in range(opts.requests):
         kind = pick(rng, kinds)
         spec = kind.boot(f'req-{i}', str(uuid.UUID(int=rng.getrandbits(128)))).request_spec()
+        run_request_filters(request_filters, spec, catalog, None)
         requests.append((kind.name, view_decision(view, build_query(spec, limit=LIMIT).query)))
 
     def one_pass() -> dict[str, list[tuple[float, float]]]:

@@ -353,6 +353,13 @@ def _scraped(svc: Any) -> Counter:
     return values
 
 
+def _scraped_since(svc: Any, before: Counter) -> Counter:
+    """:func:`_scraped`'s values less ``before`` (theirs at the start of a phase)."""
+    scraped = _scraped(svc)
+    scraped.subtract(before)
+    return scraped
+
+
 def _view_queries(scraped: Counter) -> Counter:
     """(answer, why) -> candidate queries, of :func:`_scraped`'s values."""
     counts: Counter = Counter()
@@ -551,7 +558,7 @@ def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int
 # ---------------------------------------------------------------- one size
 
 
-def _option_default(name: str) -> Any:
+def option_default(name: str) -> Any:
     """``[scheduler] name``'s default: the benchmark measures what operators get."""
     return next(opt.default for opt in (*nova_opts, *service_opts) if opt.name == name)
 
@@ -562,10 +569,10 @@ class Options:
     clients: int = DEFAULT_CLIENTS
     seconds: float = DEFAULT_SECONDS
     warmup: float = DEFAULT_WARMUP
-    max_age: float = _option_default('provider_view_max_age')
+    max_age: float = option_default('provider_view_max_age')
     near_best: float = 0.01
     #: ``[scheduler] concurrent_decisions`` of the view's service (0: no limit)
-    concurrent_decisions: int = _option_default('concurrent_decisions')
+    concurrent_decisions: int = option_default('concurrent_decisions')
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO
     fill_seconds: float = DEFAULT_FILL_SECONDS
@@ -714,8 +721,7 @@ class _Run:
         self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
                  + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
-        scraped = _scraped(svc)
-        scraped.subtract(before)
+        scraped = _scraped_since(svc, before)
         if svc is not None and opts.nested:     # the workers serve metrics with --nested
             self.row(f'{label}: where a request\'s time went', None,
                      note=time_spent(scraped, phase.latencies))
@@ -753,9 +759,8 @@ class _Run:
                        f'({gets / answered:.1%}): none fits in the view, or it could not '
                        f'be read') if answered else 'no request answered')
         if opts.nested:
-            scraped = _scraped(svc)
-            scraped.subtract(before)
-            self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(scraped))
+            self.nested_rows(f'{label}: ', calls, outcomes,
+                             _view_queries(_scraped_since(svc, before)))
         return phase
 
     def nested_rows(self, label: str, calls: list[deploy.PlacementCall], outcomes: Counter,
