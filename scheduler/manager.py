@@ -23,6 +23,7 @@ compute node row.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import logging
@@ -195,7 +196,8 @@ class SchedulerManager:
         try:
             # One turn from the decision to the answer: given up in between, a
             # request would wait behind later ones while holding its hosts.
-            with self.turns.turn():
+            with (self.provider_view.serving() if self.provider_view is not None
+                  else contextlib.nullcontext()), self.turns.turn():
                 return self._decide_and_answer(context, spec, uuids, given, trace,
                                                return_objects=return_objects,
                                                return_alternates=return_alternates,

@@ -7,8 +7,9 @@ again from time to time). A busy
 worker reads on a thread while its requests go on with the snapshot they have,
 and for at most a quarter of its time (:meth:`ProviderView.fresh_for`: at 50,000
 providers a read takes longer than a ``max_age`` of a fraction of a second). A
-worker that sat idle, no request for ``max_age`` nor for as long as its last read
-of changes took, reads before the request decides: nothing queues behind that read.
+worker that sat idle, no other request in it and none come or gone for ``max_age`` nor
+for as long as its last read of changes took, reads before the request decides:
+nothing queues behind that read.
 Between reads, the claims this worker made are added to it as Placement accepts
 them (the overlay), so its own requests do not pile onto a host it just filled; other
 schedulers' claims are seen at the next read, and until then Placement refuses
@@ -18,10 +19,11 @@ host looks fuller than it is), never missed.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +64,8 @@ Reader = Callable[[ProviderSnapshot | None], ProviderSnapshot]
 class Match:
     """The providers of one snapshot that hold a whole query (roots, in row order),
     this worker's claims since the snapshot was read, and whether the worker was
-    busy (its last request came within ``max_age``, or within its last read)."""
+    busy (another request was in it, or its last request came or left within
+    ``max_age``, or within its last read)."""
 
     snapshot: ProviderSnapshot
     rows: np.ndarray
@@ -113,9 +116,11 @@ class ProviderView:
         self._read_lock = threading.Lock()
         self._snapshot: ProviderSnapshot | None = None
         self._read_at = float('-inf')
-        # When the last request asked, and how long the last read took (whether the
-        # worker is busy).
+        # When the last request matched or left, and how long the last read took
+        # (whether the worker is busy).
         self._asked_at = float('-inf')
+        # Requests in the worker now, from their arrival to their answer (serving()).
+        self._serving = 0
         self._read_took = 0.0
         self._stale = False
         self._reading = False
@@ -183,6 +188,23 @@ class ProviderView:
         return (Match(snapshot, rows, resources, overlay, self._tables, query, busy, requests),
                 None)
 
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """A request in the worker, from its arrival to its answer. While another is
+        too (waiting for its turn to decide, say), the worker is busy, and it stays
+        busy for ``max_age`` after a request left, whenever the last one matched:
+        at 50,000 providers a request's turn can outlast ``max_age``, and a worker
+        that took the gap between two matches for an idle spell read the view
+        before each request, holding the turn of every request queued behind it."""
+        with self._lock:
+            self._serving += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._serving -= 1
+                self._asked_at = self._clock()
+
     def claimed(self, allocations: Mapping[str, Mapping[str, int]]) -> None:
         """A claim this worker made, from the moment Placement accepted it: the view
         shows it until its next read. One undone afterwards (its request failed
@@ -226,7 +248,8 @@ class ProviderView:
         with self._lock:
             snapshot = self._snapshot
             now = self._clock()
-            busy = now - self._asked_at <= max(self.max_age, self._read_took)
+            busy = (self._serving > 1
+                    or now - self._asked_at <= max(self.max_age, self._read_took))
             self._asked_at = now
             if snapshot is not None and not self._stale:
                 age = now - self._read_at

@@ -281,6 +281,39 @@ def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on
     assert reads.count == 2 and hosts_of(found) == {uuid_for('b')}
 
 
+def test_a_worker_with_a_request_waiting_or_just_answered_is_busy_however_long_ago_one_matched():
+    # At 50,000 providers a request's turn can outlast max_age: the gap between two
+    # matches is then no idle spell, and reading before the request would hold the
+    # turn of every request queued behind it.
+    now = [0.0]
+    read, second_read_may_end = second_read_held(
+        snapshot(('a', 8, 0)), snapshot(('a', 8, 4)), snapshot(('a', 8, 6)),
+        snapshot(('a', 8, 7)))
+    view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
+    view.match(vcpus(1))
+    now[0] = 1.5                      # no match for longer than max_age
+
+    with view.serving(), view.serving():     # this request, and one waiting its turn
+        found, _ = view.match(vcpus(1))      # does not wait: the read goes behind
+    assert view.reads == 1 and used(found, 'a') == 0
+    second_read_may_end.set()
+    wait_for_reads(view, 2)
+    assert view.reads == 2
+
+    now[0] = 5.0                      # alone in the worker, the last request left at 1.5
+    with view.serving():
+        found, _ = view.match(vcpus(1))
+        now[0] = 6.2
+    assert view.reads == 3 and used(found, 'a') == 6
+
+    now[0] = 7.0                      # alone, but a request left within max_age
+    with view.serving():
+        found, _ = view.match(vcpus(1))
+    assert used(found, 'a') == 6      # the read went behind
+    wait_for_reads(view, 4)
+    assert view.reads == 4
+
+
 def slow_read_of_changes(now: list[float], takes: float = 1.5):
     """A reader whose second read (the first of changes) takes ``takes`` seconds of the
     clock ``now``, and whose reads behind the requests wait until the event returned

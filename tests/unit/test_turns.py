@@ -21,7 +21,7 @@ from scheduler.pipeline.spread import Spread
 from scheduler.provider_view.view import ProviderView
 from tests.builders import boot_spec, new_uuids, select, user_spec, uuid_for, uuids
 from tests.unit.fake_placement import provider_conflict
-from tests.unit.test_provider_view import Reads
+from tests.unit.test_provider_view import Reads, second_read_held
 from tests.unit.test_provider_view_reorder import snapshot
 
 #: What a thread that must get in is given; one that must not is given a tenth.
@@ -334,3 +334,59 @@ def test_a_claim_that_gave_its_turn_up_lands_before_it_takes_one_back(fake, make
     first.join(LONG)
     assert placed, 'the claim in flight never got its turn back'
     assert view_claim_landed.wait(LONG)
+
+
+class HoldsTheFirstRequest(BaseHostFilter):
+    """Holds the first request it filters until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def filter_all(self, hosts, spec_obj):
+        if not self.holding.is_set():
+            self.holding.set()
+            assert self.release.wait(LONG)
+        return super().filter_all(hosts, spec_obj)
+
+    def host_passes(self, host_state, spec_obj):
+        return True
+
+
+def test_a_request_that_matches_while_others_wait_for_their_turn_does_not_read_first(
+        fake, make_manager):
+    # A turn can outlast max_age (50,000 providers under load): the gap between
+    # two matches is then no idle spell, and a read before the match would hold up
+    # every request queued behind it. The view is read behind them instead.
+    fake.add_compute('a', vcpus=8)
+    now = [0.0]
+    read, read_behind_may_end = second_read_held(snapshot(('a', 0, 0)), snapshot(('a', 0, 0)))
+    view = ProviderView(read, max_age=1.0, clock=lambda: now[0])
+    holder = HoldsTheFirstRequest()
+    manager = make_manager(provider_view=view, filters=[holder])
+    reads_at_match: list[int] = []
+    match = view.match
+
+    def counting_match(query):
+        found = match(query)
+        reads_at_match.append(view.reads)
+        return found
+    view.match = counting_match
+
+    threads = [in_thread(lambda: select(manager, user_spec(vcpus=1), uuids(1)))]
+    assert holder.holding.wait(LONG)
+    threads += [in_thread(lambda: select(manager, user_spec(vcpus=1), new_uuids(1)))
+                for _ in range(2)]
+    queued(manager.turns, 2)
+    now[0] = 5.0                      # the first request's turn outlasted max_age
+    holder.release.set()
+    for _ in range(int(LONG / 0.01)):
+        if len(reads_at_match) == 3:
+            break
+        threading.Event().wait(0.01)
+    read_behind_may_end.set()
+    for thread in threads:
+        thread.join(LONG)
+    # The others matched on the first read; the read the second started went behind.
+    assert reads_at_match == [1, 1, 1]
+    assert len(fake.holdings()) == 3
