@@ -573,6 +573,8 @@ class Options:
     near_best: float = 0.01
     #: ``[scheduler] concurrent_decisions`` of the view's service (0: no limit)
     concurrent_decisions: int = option_default('concurrent_decisions')
+    #: ``[scheduler] view_claims_without_turn`` of the view's service
+    view_claims_without_turn: int = option_default('view_claims_without_turn')
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO
     fill_seconds: float = DEFAULT_FILL_SECONDS
@@ -619,6 +621,7 @@ def _view_config(dep: deploy.Deployment, opts: Options) -> str:
             f'near_best_weight_tolerance = {opts.near_best}\n'
             f'provider_view_max_age = {opts.max_age}\n'
             f'concurrent_decisions = {opts.concurrent_decisions}\n'
+            f'view_claims_without_turn = {opts.view_claims_without_turn}\n'
             f'[placement_database]\nconnection = {_database_url(dep)}\n')
 
 

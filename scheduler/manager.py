@@ -46,7 +46,7 @@ from scheduler.host_state import HostData
 from scheduler.host_table import HostView
 from scheduler.journal.requests import RequestJournal
 from scheduler.memory import DeferredRelease, paused_gc
-from scheduler.memory.turns import Turns
+from scheduler.memory.turns import BoundedWaits, Turns, waiting
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline import answer
@@ -108,6 +108,9 @@ class SchedulerManager:
         # (scheduler/memory/turns.py).
         self.turns = Turns(conf.scheduler.concurrent_decisions or None,
                            waited=self._turn_waited)
+        # A claim on the provider view's hosts keeps its request's columns: only so
+        # many wait for Placement off their turn while another request decides.
+        self.view_claims = BoundedWaits(conf.scheduler.view_claims_without_turn)
         self.reuse = CandidateReuse(conf.scheduler.candidates_reuse_window)
         # Placement knows nothing of server groups: concurrent requests of one
         # anti-affinity group are arbitrated after the claim (doc/reliability.md).
@@ -295,12 +298,13 @@ class SchedulerManager:
                     hosts: HostView, *, trace: RequestTrace, claim: bool,
                     rebuild: bool = False, refresh: RefreshHosts | None = None) -> Decision:
         decision = Decision(hosts)
-        # A claim on the provider view's hosts keeps the request's turn: the request
-        # holds columns over every matching host meanwhile. On hosts Placement
-        # answered it holds one answer, and its claim waits on a Placement busy
-        # with queries: a worker's claims there would go one at a time.
-        choose = functools.partial(self.claiming.claim_first, context, claim=claim,
-                                   keep_turn=refresh is not None)
+        # A claim waits on a Placement busy with queries: holding the turn, a worker's
+        # claims would go one at a time. A claim on hosts Placement answered holds
+        # one answer meanwhile; one on the provider view's hosts holds columns over
+        # every matching host, so only a bounded number give their turn up.
+        choose = functools.partial(
+            self.claiming.claim_first, context, claim=claim,
+            in_flight=waiting if refresh is None else self.view_claims.waiting)
         try:
             return decide(spec, uuids, hosts, ranking=self.ranking, choose=choose,
                           reason=functools.partial(failure_reason, self.conf), trace=trace,

@@ -268,10 +268,18 @@ service_opts = [
                     '192-222 MB without a limit and 173-190 MB with 1, at the same '
                     'throughput (doc/performance.md). '
                     '0: no limit, every request computes as soon as it arrives. Add workers, '
-                    'not turns, to use more cores. A request answered by the provider view '
-                    'keeps its turn while it claims (one answered by Placement\'s candidates '
-                    'gives it up), so with the view a worker makes one claim at a time at 1: '
-                    'raise it where Placement takes long to answer claims.'),
+                    'not turns, to use more cores. A request\'s claims give the turn up '
+                    'too; those on the provider view\'s hosts only while fewer than '
+                    'view_claims_without_turn others of the worker\'s do.'),
+    cfg.IntOpt('view_claims_without_turn', default=1, min=0,
+               help='How many of one worker\'s claims on the provider view\'s hosts may wait '
+                    'for Placement\'s answer without holding their request\'s turn to decide '
+                    '(concurrent_decisions), so that another request decides meanwhile; a '
+                    'claim beyond that keeps its turn while it is in flight. Such a claim '
+                    'still holds its request\'s columns over every matching host, so each '
+                    'one is also a request\'s worth of memory beside the one deciding. '
+                    '0: every such claim keeps its turn (a worker then makes one claim at '
+                    'a time at concurrent_decisions = 1). Measured in doc/performance.md.'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
                  help='Seconds during which a worker answers a request from the previous '
                       'Placement answer to the same query instead of asking Placement again '

@@ -11,19 +11,22 @@ wait for theirs, in order of arrival (:class:`Turns`).
 A request gives its turn up while it waits for an answer it cannot decide
 without (Placement's candidates, the compute services' state, a cell database:
 :func:`waiting`), and takes one again after: those waits still overlap. Its
-claims on the provider view's hosts (their back-offs and group re-reads
-included), and the choice of its alternates, keep the turn: such a request
-holds columns over every matching host, and the next one computing meanwhile
-would build its own beside them (at 50,000 hosts with nested trees, 196-204 MB
-a worker with the turn given up for claims, against 173-190 MB; 212-217 MB again
-with requests that hold half as much, for a third more throughput: a worker's
-one turn through match and PUT is what limits it there). Its claims on
-hosts Placement answered give the turn up: the request holds one answer, and a
-claim waits on a Placement busy with every scheduler's queries (with those
-claims holding the turn, 2 and 4 workers made 0.88 and 0.93 of Placement's
-ceiling in one run, and 0.91 and 0.98 giving it up). Such a claim lands before
-it takes a turn back: a claim of this worker on the same host waits for it to
-land, and may hold its turn while it waits.
+claims on hosts Placement answered give the turn up too: the request holds one
+answer, and a claim waits on a Placement busy with every scheduler's queries
+(with those claims holding the turn, 2 and 4 workers made 0.88 and 0.93 of
+Placement's ceiling in one run, and 0.91 and 0.98 giving it up). Its claims on
+the provider view's hosts (their back-offs and group re-reads included) give
+it up only while fewer than ``[scheduler] view_claims_without_turn`` others of
+the worker do (:class:`BoundedWaits`): such a request holds columns over every
+matching host, and the next one computing meanwhile builds its own beside them.
+At 50,000 hosts with nested trees, every such claim giving its turn up made a
+third more throughput at 212-217 MB a worker, over the 200 MB bound, against
+173-190 MB keeping it; one such claim at a time, on a slower machine, made
+13.0-19.0 req/s (mean 14.7, six windows) against 11.4-14.3 (12.5) keeping it,
+at 174-186 MB (doc/performance.md). The choice of its alternates
+keeps the turn. A claim that gave its turn up lands before it takes one back:
+a claim of this worker on the same host waits for it to land, and may hold its
+turn while it waits.
 The turn is the thread's: a stage that takes one inside its own thread's turn
 (the provider view matched again while a request decides) goes on without
 waiting. Measured in doc/performance.md (*Turns to decide*).
@@ -98,6 +101,41 @@ class Turns:
                 self._waiting.popleft().release()
             else:
                 self._free += 1
+
+
+class BoundedWaits:
+    """At most ``at_once`` threads give their turn up through :meth:`waiting` at a
+    time (None: no limit); a thread beyond that waits on its peer holding its turn.
+
+    For waits during which a request keeps what it has built (a claim on the
+    provider view's hosts holds columns over every matching host): each one off
+    its turn lets another request build its own beside them, so how many may is
+    a bound on a worker's memory, not only on its concurrency."""
+
+    def __init__(self, at_once: int | None):
+        if at_once is not None and at_once < 0:
+            raise ValueError(f'no fewer than no waits at once, not {at_once}')
+        self.at_once = at_once
+        self._lock = threading.Lock()
+        self._off_turn = 0
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[bool]:
+        """:func:`waiting` if fewer than ``at_once`` threads are in theirs, else a
+        wait that keeps the turn; yields whether this wait is one of the ``at_once``."""
+        with self._lock:
+            give = self.at_once is None or self._off_turn < self.at_once
+            if give:
+                self._off_turn += 1
+        if not give:
+            yield False
+            return
+        try:
+            with waiting():
+                yield True
+        finally:
+            with self._lock:
+                self._off_turn -= 1
 
 
 @contextlib.contextmanager

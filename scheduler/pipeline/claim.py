@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from oslo_config import cfg
@@ -32,7 +33,6 @@ from scheduler import exceptions as exc
 from scheduler.context import RequestContext
 from scheduler.explain import InstanceAttempt
 from scheduler.host_state import HostState
-from scheduler.memory.turns import waiting
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.failures import log_placement_failure, placement_failure, short
@@ -99,11 +99,14 @@ class Claiming:
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
                     attempt: InstanceAttempt, walk: Walk | None = None, *,
-                    claim: bool, keep_turn: bool = True) -> Placed | None:
+                    claim: bool,
+                    in_flight: Callable[[], AbstractContextManager[object]]
+                    = contextlib.nullcontext) -> Placed | None:
         """The first host, in order and not tried before on ``walk``, that can be had;
         None when none can. Raises :class:`OrderStale` at a refusal for capacity
-        when the walk says to stop there. ``keep_turn``: whether a claim keeps the
-        request's turn to decide while it is in flight (scheduler/memory/turns.py)."""
+        when the walk says to stop there. ``in_flight``: what a claim is made in,
+        e.g. whether it gives the request's turn to decide up meanwhile
+        (scheduler/memory/turns.py); by default it keeps it."""
         per_host = self.conf.scheduler.max_claim_candidates_per_host
         project_id = spec.project_id or context.project_id
         user_id = spec.user_id or context.user_id
@@ -121,7 +124,7 @@ class Claiming:
             # Claims are made only for the instance uuids the caller gave.
             assert instance_uuid is not None
             refusals = attempt.claim_failures[claims_mod.CAPACITY_EXCEEDED]
-            with (contextlib.nullcontext() if keep_turn else waiting()), \
+            with in_flight(), \
                     (self.spread.claiming(host.uuid) if self.spread is not None
                      else contextlib.nullcontext()):
                 placed, walk.known = self._claim_on(

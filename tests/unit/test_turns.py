@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from scheduler.filters.base import BaseHostFilter
-from scheduler.memory.turns import Turns, waiting
+from scheduler.memory.turns import BoundedWaits, Turns, waiting
 from scheduler.pipeline.spread import Spread
 from scheduler.provider_view.view import ProviderView
 from tests.builders import boot_spec, new_uuids, select, user_spec, uuid_for, uuids
@@ -182,6 +182,52 @@ def test_a_limit_below_one_is_refused():
         Turns(0)
 
 
+def test_only_so_many_bounded_waits_give_their_turn_up_the_next_keeps_it():
+    # A claim on the provider view's hosts keeps its request's columns: each one
+    # that waits off its turn is a request's memory beside the one deciding.
+    turns, bounded = Turns(1), BoundedWaits(1)
+    first_off, second_waits, third_in, may_return = (threading.Event() for _ in range(4))
+    gave_up: dict[str, bool] = {}
+
+    def claim(name, in_wait):
+        def request():
+            with turns.turn(), bounded.waiting() as off:
+                gave_up[name] = off
+                in_wait.set()
+                assert may_return.wait(LONG)
+        return request
+
+    def third():
+        with turns.turn():
+            third_in.set()
+
+    threads = [in_thread(claim('first', first_off))]
+    assert first_off.wait(LONG)
+    threads.append(in_thread(claim('second', second_waits)))
+    assert second_waits.wait(LONG), 'the first wait did not give its turn up'
+    threads.append(in_thread(third))
+    assert not third_in.wait(SHORT), 'the wait beyond the bound gave its turn up'
+    may_return.set()
+    assert third_in.wait(LONG)
+    for thread in threads:
+        thread.join(LONG)
+    assert gave_up == {'first': True, 'second': False}
+    with turns.turn(), bounded.waiting() as off_again:
+        assert off_again, 'a wait that ended did not make room for the next'
+
+
+def test_no_bounded_wait_gives_its_turn_up_at_zero_and_every_one_without_a_bound():
+    turns = Turns(1)
+    with turns.turn():
+        with BoundedWaits(0).waiting() as off:
+            assert off is False
+        unbounded = BoundedWaits(None)
+        with unbounded.waiting() as one, unbounded.waiting() as two:
+            assert one and two
+    with pytest.raises(ValueError):
+        BoundedWaits(-1)
+
+
 class CountsWhoIsInside(BaseHostFilter):
     """Records how many requests filter at the same moment: each one that gets in
     gives another a moment to join it."""
@@ -264,14 +310,17 @@ def test_a_request_waiting_for_placement_does_not_hold_up_another(fake, make_man
     assert len(fake.holdings()) == 2
 
 
-def test_a_claim_on_the_provider_views_hosts_keeps_its_turn_while_it_backs_off(
-        fake, make_manager):
+@pytest.mark.parametrize('without_turn', [0, 1])
+def test_a_claim_on_the_provider_views_hosts_gives_its_turn_up_only_within_the_bound(
+        fake, make_manager, without_turn):
     # The request holds its columns over every matching host while it claims: the
-    # next one would build its own beside them.
+    # next one builds its own beside them, so only view_claims_without_turn of a
+    # worker's claims let another request in (the back-off is part of the claim).
     fake.add_compute('a', vcpus=8)
     fake.script('put_allocations', provider_conflict(), times=1)
     view = ProviderView(Reads(snapshot(('a', 0, 0))), max_age=300.0, read_behind=False)
-    manager = make_manager(provider_view=view)
+    manager = make_manager(provider_view=view,
+                           scheduler={'view_claims_without_turn': without_turn})
     others_got_in: list[bool] = []
     threads: list[threading.Thread] = []
 
@@ -291,7 +340,7 @@ def test_a_claim_on_the_provider_views_hosts_keeps_its_turn_while_it_backs_off(
         thread.join(LONG)
     assert fake.calls_to('get_allocation_candidates') == []
     assert selections[0].service_host == 'a'
-    assert others_got_in == [False], 'another request took the turn of a claim in flight'
+    assert others_got_in == [bool(without_turn)]
 
 
 class SaysWhenSomeoneWaits(threading.Condition):
