@@ -63,6 +63,10 @@ CLASS_NAMES = 'SELECT id, name FROM resource_classes'
 TRAIT_NAMES = 'SELECT id, name FROM traits'
 AGGREGATE_UUIDS = 'SELECT id, uuid FROM placement_aggregates'
 CHANGED_PROVIDERS = 'SELECT id, generation FROM resource_providers WHERE updated_at >= :since'
+#: The allocation rows written since a read (an index range of the primary key).
+NEW_ALLOCATIONS = 'SELECT id, resource_provider_id FROM allocations WHERE id > :after'
+#: The generations of some providers (by primary key).
+GENERATIONS_OF = 'SELECT id, generation FROM resource_providers WHERE id IN :ids'
 GENERATIONS = 'SELECT id, generation FROM resource_providers'
 #: Each allocation's amount weighted by its provider and class: a checksum of a
 #: provider's usage (:func:`usage_sums` computes the same from a snapshot). Its
@@ -86,12 +90,17 @@ WHOLE_READ_SHARE = 0.25
 #: written providers: a write whose transaction began earlier may commit later.
 #: Only a shortcut: the generations' sum says whether anything was missed.
 WRITE_OVERLAP = datetime.timedelta(seconds=30)
-#: Seconds between two counts of the allocations by a read of changes (how a
-#: deletion is noticed). Counting is a scan of Placement's largest table: 35 ms of
-#: the database's time at 50,000 providers (270,000 allocations), more than the
-#: rest of a read of changes together, which four busy workers would each send a
-#: few times a second. A deletion only frees room: seen up to this much later,
-#: the view is the fuller for it, never the emptier.
+#: Seconds between two reads of changes that look at everything: the providers'
+#: marks and generations (two scans of ``resource_providers``, which has no index
+#: on ``updated_at``) and the count of the allocations (how a deletion is
+#: noticed: a scan of Placement's largest table, 35 ms of the database's time at
+#: 50,000 providers with 270,000 allocations). The reads in between take only the
+#: providers of the allocation rows written since (an index range), which is what
+#: a busy region mostly writes: four busy workers each sent both scans a few
+#: times a second, a quarter of the CPU of the machine that served the claims
+#: (doc/performance.md). A deletion only frees room: seen up to this much later,
+#: the view is the fuller for it, never the emptier; a change of inventories,
+#: traits or aggregates, or a provider created or deleted, is seen as late.
 DELETIONS_EVERY = 2.0
 
 
@@ -104,6 +113,9 @@ class Marks:
     #: rows and highest id, as of the last read that counted them (a read of changes
     #: counts them only every ``deletions_every`` seconds)
     allocations: tuple[int, int]
+    #: the highest id of an allocation row whose provider the snapshot has read since
+    #: it was written (the rows after it: a read of new allocations)
+    allocations_read: int = 0
 
 
 class PlacementDatabaseReader(DirectDatabase):
@@ -119,9 +131,13 @@ class PlacementDatabaseReader(DirectDatabase):
     every generation is compared. ``DELETE /allocations/{consumer}`` moves no
     generation (Nova deletes instances' allocations that way), so the number of
     allocation rows and the highest id are kept with each snapshot too, counted
-    every ``deletions_every`` seconds (:data:`DELETIONS_EVERY`): when the count is
-    not the old one plus the rows added since, something was deleted, and
-    checksums find whose (below). Whatever a read of changes could still
+    when it looks at everything: when the count is not the old one plus the rows
+    added since, something was deleted, and checksums find whose (below). A read
+    looks at everything (the providers' marks and generations, the allocations'
+    count: scans of whole tables) once every ``deletions_every`` seconds
+    (:data:`DELETIONS_EVERY`); the reads in between take the providers of the
+    allocation rows written since the last read, which are what a busy region
+    mostly writes, found by the rows' ids. Whatever a read of changes could still
     miss (aggregates written below microversion 1.19, a deletion hidden by a late
     claim's row) is taken in by reading every provider again at least once every
     ``refresh_reads`` reads of changes, a slice of them with each: the cost of a
@@ -159,6 +175,10 @@ class PlacementDatabaseReader(DirectDatabase):
         self.generation_scans = 0
         #: Reads of changes that followed a deletion of allocations (checksums compared).
         self.usage_checks = 0
+        #: Reads of changes that took only the providers of new allocations.
+        self.allocation_reads = 0
+        # When a read last looked at everything (DELETIONS_EVERY).
+        self._checked_at = float('-inf')
 
     def read(self, previous: ProviderSnapshot | None = None, *,
              whole: bool = False) -> ProviderSnapshot:
@@ -167,6 +187,14 @@ class PlacementDatabaseReader(DirectDatabase):
         with self.connect() as connection:
             # One transaction: the reads see one moment (repeatable read on
             # PostgreSQL and MySQL; SQLite's read transaction).
+            if (previous is not None and not whole and isinstance(previous.marks, Marks)
+                    and self._clock() - self._checked_at < self.deletions_every):
+                snapshot = self._read_new_allocations(connection, previous)
+                if snapshot is not None:
+                    self.change_reads += 1
+                    self.allocation_reads += 1
+                    return snapshot
+            self._checked_at = self._clock()
             marks = self._marks(connection)
             if previous is not None and not whole and isinstance(previous.marks, Marks):
                 snapshot = self._read_changes(connection, previous, marks)
@@ -175,7 +203,8 @@ class PlacementDatabaseReader(DirectDatabase):
                     return snapshot
             self.whole_reads += 1
             count, highest, _ = self._count_allocations(connection, 0)
-            return self._read_all(connection, replace(marks, allocations=(count, highest)),
+            return self._read_all(connection, replace(marks, allocations=(count, highest),
+                                                      allocations_read=highest),
                                   previous)
 
     def _read_all(self, connection: DirectConnection, marks: Marks,
@@ -232,6 +261,7 @@ class PlacementDatabaseReader(DirectDatabase):
         names = _Names(connection)
         to_read = set(moved).union(self._refresh_slice(previous))
         allocations = before.allocations        # until counted again
+        allocations_read = before.allocations_read
         if self._clock() - self._counted_at >= self.deletions_every:
             count, highest, added = self._count_allocations(connection, allocations[1])
             if count != allocations[0] + added:
@@ -240,24 +270,43 @@ class PlacementDatabaseReader(DirectDatabase):
                 self.usage_checks += 1
                 to_read.update(_usage_moved(connection, previous, names))
             allocations = (count, highest)
-        marks = replace(marks, allocations=allocations)
-        changed = sorted(to_read)
+            # A new row moved its provider's generation: read above.
+            allocations_read = max(allocations_read, highest)
+        marks = replace(marks, allocations=allocations, allocations_read=allocations_read)
+        return _with_changed(connection, previous, generations, sorted(to_read), names, marks)
 
-        def of_changed(query: str, width: int, grouping: str = '',
-                       dtype: Any = np.int64) -> np.ndarray:
-            if not changed:
-                return np.zeros((0, width), dtype=dtype)
-            rows = connection.rows(f'{query} WHERE resource_provider_id IN :ids{grouping}',
-                                   {'ids': changed})
-            return np.array(rows, dtype=dtype).reshape(len(rows), width)
+    def _read_new_allocations(self, connection: DirectConnection, previous: ProviderSnapshot
+                              ) -> ProviderSnapshot | None:
+        """``previous`` with the providers of the allocation rows written since it read
+        theirs, and the next slice, read again; None when only a look at everything
+        will do (a provider ``previous`` does not hold, or too many of them).
 
-        return previous.with_changes(
-            generations, changed,
-            inventories=names.classes(of_changed(INVENTORIES, 8, dtype=np.float64)),
-            usages=names.classes(of_changed(USAGES, 3, USAGES_GROUPING)),
-            traits=names.traits(of_changed(TRAITS, 2)),
-            aggregates=names.aggregates(of_changed(AGGREGATES, 2)),
-            marks=marks)
+        A row of a transaction that began before the last read but committed after
+        it may have a lower id than that read saw: its provider's generation moved,
+        so the next look at everything reads it."""
+        before: Marks = previous.marks  # type: ignore[assignment]
+        rows = np.array(connection.rows(NEW_ALLOCATIONS, {'after': before.allocations_read}),
+                        dtype=np.int64).reshape(-1, 2)
+        providers = np.unique(rows[:, 1])
+        if len(providers) > WHOLE_READ_SHARE * len(previous):
+            return None
+        at = np.searchsorted(previous.ids, providers)
+        if not ((at < len(previous)).all()
+                and (previous.ids[np.minimum(at, len(previous) - 1)] == providers).all()):
+            return None
+        to_read = sorted(set(providers.tolist()).union(self._refresh_slice(previous)))
+        generations = previous.generations.copy()
+        if to_read:
+            found = np.array(connection.rows(GENERATIONS_OF, {'ids': to_read}),
+                             dtype=np.int64).reshape(-1, 2)
+            where = np.searchsorted(previous.ids, found[:, 0])
+            if len(found) != len(to_read) or not (where < len(previous)).all():
+                return None             # a provider went: its rows move
+            generations[where] = found[:, 1]
+        marks = replace(before, allocations_read=(int(rows[:, 0].max()) if len(rows)
+                                                  else before.allocations_read))
+        return _with_changed(connection, previous, generations, to_read, _Names(connection),
+                             marks)
 
     def _refresh_slice(self, previous: ProviderSnapshot) -> list[int]:
         """The ids of the next providers to read again whatever their generation says:
@@ -298,6 +347,27 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         generations[:] = every[:, 1]
         return previous.ids[generations != previous.generations].tolist()
+
+
+def _with_changed(connection: DirectConnection, previous: ProviderSnapshot,
+                  generations: np.ndarray, changed: list[int], names: _Names,
+                  marks: Marks) -> ProviderSnapshot:
+    """``previous`` with the providers ``changed`` (ids, sorted) read again."""
+    def of_changed(query: str, width: int, grouping: str = '',
+                   dtype: Any = np.int64) -> np.ndarray:
+        if not changed:
+            return np.zeros((0, width), dtype=dtype)
+        rows = connection.rows(f'{query} WHERE resource_provider_id IN :ids{grouping}',
+                               {'ids': changed})
+        return np.array(rows, dtype=dtype).reshape(len(rows), width)
+
+    return previous.with_changes(
+        generations, changed,
+        inventories=names.classes(of_changed(INVENTORIES, 8, dtype=np.float64)),
+        usages=names.classes(of_changed(USAGES, 3, USAGES_GROUPING)),
+        traits=names.traits(of_changed(TRAITS, 2)),
+        aggregates=names.aggregates(of_changed(AGGREGATES, 2)),
+        marks=marks)
 
 
 def usage_sums(snapshot: ProviderSnapshot, class_ids: Mapping[str, int]) -> np.ndarray:

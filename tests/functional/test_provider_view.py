@@ -322,10 +322,12 @@ WIDGET = 'CUSTOM_VIEW_WIDGET'
 
 
 def random_changes(client, rng: random.Random, providers: list[str],
-                   consumers: list[str]) -> str:
-    """One write another client of Placement could make; what it was."""
+                   consumers: list[str],
+                   kinds: tuple[str, ...] = ('claim', 'claim', 'delete', 'inventory',
+                                             'traits', 'aggregates')) -> str:
+    """One write another client of Placement could make (one of ``kinds``); what it was."""
     rp = rng.choice(providers)
-    kind = rng.choice(('claim', 'claim', 'delete', 'inventory', 'traits', 'aggregates'))
+    kind = rng.choice(kinds)
     if kind == 'claim':
         inventories = client.request('GET', f'/resource_providers/{rp}/inventories',
                                      microversion='1.36').json()['inventories']
@@ -416,6 +418,62 @@ def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
     assert reader.whole_reads == whole_reads + 1
     assert state_of(snapshot) == state_of(reader.read())
     assert new in snapshot.index
+
+
+def test_between_looks_at_everything_a_read_takes_the_providers_of_new_claims(
+        placement_client, placement, monkeypatch):
+    # Claims are what a busy region mostly writes: a read of changes finds their
+    # providers by the allocation rows written since (an index range), and looks at
+    # everything else (the providers' marks and generations, the allocations'
+    # count: scans of whole tables) every DELETIONS_EVERY seconds. No slice of
+    # every provider here: nothing else could have read what the reads find.
+    monkeypatch.setattr(placement_db.PlacementDatabaseReader, '_refresh_slice',
+                        lambda self, previous: [])
+    rng = random.Random(20261128)
+    providers, children = random_cloud(placement_client, rng, 10)
+    url = f'sqlite:///{placement.db_path}'
+    now = [0.0]
+    reader = PlacementDatabaseReader(url, clock=lambda: now[0])
+    whole = PlacementDatabaseReader(url)
+    step = placement_db.DELETIONS_EVERY / 8
+    try:
+        snapshot = reader.read()
+        consumers: list[str] = []
+        for _ in range(6):
+            now[0] += step
+            for _ in range(rng.randint(1, 3)):
+                random_changes(placement_client, rng, providers + children, consumers,
+                               kinds=('claim',))
+            snapshot = reader.read(snapshot)
+            assert state_of(snapshot) == state_of(whole.read())
+        assert reader.allocation_reads == 6 and reader.whole_reads == 1
+
+        # Written without an allocation row: seen at the next look at everything.
+        rp = providers[0]
+        traits = [t for t in TRAITS if t not in snapshot.traits.of(snapshot.index[rp])][:1]
+        seed.set_traits(placement_client, rp, traits)
+        now[0] += step
+        snapshot = reader.read(snapshot)
+        assert state_of(snapshot) != state_of(whole.read())
+        now[0] += placement_db.DELETIONS_EVERY
+        snapshot = reader.read(snapshot)
+        assert reader.allocation_reads == 7 and reader.change_reads == 8
+        assert state_of(snapshot) == state_of(whole.read())
+
+        # Every kind of write, reads at both paces: each look at everything is exact.
+        looks = 0
+        for _ in range(24):
+            random_changes(placement_client, rng, providers + children, consumers)
+            now[0] += rng.choice((step, placement_db.DELETIONS_EVERY))
+            light = reader.allocation_reads
+            snapshot = reader.read(snapshot)
+            if reader.allocation_reads == light:
+                looks += 1
+                assert state_of(snapshot) == state_of(whole.read())
+        assert 4 <= looks < 24 and reader.whole_reads == 1
+    finally:
+        reader.close()
+        whole.close()
 
 
 def test_a_whole_read_taken_a_few_rows_at_a_time_equals_one_taken_at_once(
