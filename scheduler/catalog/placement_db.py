@@ -187,17 +187,19 @@ class PlacementDatabaseReader(DirectDatabase):
         with self.connect() as connection:
             # One transaction: the reads see one moment (repeatable read on
             # PostgreSQL and MySQL; SQLite's read transaction).
-            if (previous is not None and not whole and isinstance(previous.marks, Marks)
-                    and self._clock() - self._checked_at < self.deletions_every):
-                snapshot = self._read_new_allocations(connection, previous)
+            # The snapshot a read of changes starts from; None: a whole read.
+            since = (previous if previous is not None and not whole
+                     and isinstance(previous.marks, Marks) else None)
+            if since is not None and self._clock() - self._checked_at < self.deletions_every:
+                snapshot = self._read_new_allocations(connection, since)
                 if snapshot is not None:
                     self.change_reads += 1
                     self.allocation_reads += 1
                     return snapshot
             self._checked_at = self._clock()
             marks = self._marks(connection)
-            if previous is not None and not whole and isinstance(previous.marks, Marks):
-                snapshot = self._read_changes(connection, previous, marks)
+            if since is not None:
+                snapshot = self._read_changes(connection, since, marks)
                 if snapshot is not None:
                     self.change_reads += 1
                     return snapshot
@@ -288,19 +290,16 @@ class PlacementDatabaseReader(DirectDatabase):
         rows = np.array(connection.rows(NEW_ALLOCATIONS, {'after': before.allocations_read}),
                         dtype=np.int64).reshape(-1, 2)
         providers = np.unique(rows[:, 1])
-        if len(providers) > WHOLE_READ_SHARE * len(previous):
-            return None
-        at = np.searchsorted(previous.ids, providers)
-        if not ((at < len(previous)).all()
-                and (previous.ids[np.minimum(at, len(previous) - 1)] == providers).all()):
+        if (len(providers) > WHOLE_READ_SHARE * len(previous)
+                or _rows_of(previous, providers) is None):
             return None
         to_read = sorted(set(providers.tolist()).union(self._refresh_slice(previous)))
         generations = previous.generations.copy()
         if to_read:
             found = np.array(connection.rows(GENERATIONS_OF, {'ids': to_read}),
                              dtype=np.int64).reshape(-1, 2)
-            where = np.searchsorted(previous.ids, found[:, 0])
-            if len(found) != len(to_read) or not (where < len(previous)).all():
+            where = _rows_of(previous, found[:, 0])
+            if where is None or len(found) != len(to_read):
                 return None             # a provider went: its rows move
             generations[where] = found[:, 1]
         marks = replace(before, allocations_read=(int(rows[:, 0].max()) if len(rows)
@@ -333,9 +332,8 @@ class PlacementDatabaseReader(DirectDatabase):
             rows = []                   # no provider was ever written after its creation
         if rows is not None:
             found = np.array(rows, dtype=np.int64).reshape(-1, 2)
-            at = np.searchsorted(previous.ids, found[:, 0])
-            if (at < len(previous)).all() and (previous.ids[at[at < len(previous)]]
-                                               == found[:, 0]).all():
+            at = _rows_of(previous, found[:, 0])
+            if at is not None:
                 generations[at] = found[:, 1]
                 if int(generations.sum()) == marks.providers[2]:
                     return found[:, 0][found[:, 1] != previous.generations[at]].tolist()
@@ -347,6 +345,14 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         generations[:] = every[:, 1]
         return previous.ids[generations != previous.generations].tolist()
+
+
+def _rows_of(snapshot: ProviderSnapshot, ids: np.ndarray) -> np.ndarray | None:
+    """The rows of the providers ``ids`` in ``snapshot``; None when one is not there."""
+    at = np.searchsorted(snapshot.ids, ids)
+    if not (at < len(snapshot)).all() or not (snapshot.ids[at] == ids).all():
+        return None
+    return at
 
 
 def _with_changed(connection: DirectConnection, previous: ProviderSnapshot,

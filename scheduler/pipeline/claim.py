@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from oslo_config import cfg
@@ -100,7 +99,7 @@ class Claiming:
                     ordered: Sequence[HostState], instance_uuid: str | None,
                     attempt: InstanceAttempt, walk: Walk | None = None, *,
                     claim: bool,
-                    in_flight: Callable[[], AbstractContextManager[object]]
+                    in_flight: Callable[[], contextlib.AbstractContextManager[object]]
                     = contextlib.nullcontext) -> Placed | None:
         """The first host, in order and not tried before on ``walk``, that can be had;
         None when none can. Raises :class:`OrderStale` at a refusal for capacity
