@@ -169,3 +169,100 @@ def test_each_provider_says_which_classes_it_holds_and_where_from_one_read_to_th
     assert second.inventories['DISK_GB'].position(0) == 0
     assert second.inventories['DISK_GB'].position(1) is None
     assert first.classes_of(0) == ['VCPU']
+
+
+_CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB', 'PCPU', 'VGPU')
+_TRAITS = ('HW_CPU_X86_AVX2', 'CUSTOM_GOLD', 'MISC_SHARES_VIA_AGGREGATE')
+
+
+class _Cloud:
+    """Placement's rows of a small random cloud of trees, written to at random."""
+
+    def __init__(self, rng: random.Random, n: int):
+        self.rng = rng
+        ids = list(range(1, n + 1))
+        self.providers = [(i, f'uuid-{i}', 1, rng.choice(ids[:i - 1])
+                           if i > 1 and rng.random() < 0.5 else None) for i in ids]
+        self.inventories = {(i, rc): (rng.randint(1, 64), 0, 1, 64, 1, 1.0)
+                            for i in ids for rc in _CLASSES if rng.random() < 0.4}
+        self.used = {key: rng.randint(0, 8) for key in self.inventories}
+        self.traits = {(i, t) for i in ids for t in _TRAITS if rng.random() < 0.2}
+        self.aggregates = {(i, f'agg-{rng.randrange(3)}') for i in ids if rng.random() < 0.5}
+
+    def write(self) -> list[int]:
+        """Claims on a few providers, now and then an inventory, trait or aggregate
+        moved: the ids of the providers written."""
+        rng = self.rng
+        written = rng.sample(range(1, len(self.providers) + 1), rng.randint(0, 4))
+        for i in written:
+            kind = rng.random()
+            if kind < 0.6:
+                for key in [k for k in self.inventories if k[0] == i]:
+                    self.used[key] = rng.randint(0, 8)
+            elif kind < 0.75:
+                key = (i, rng.choice(_CLASSES))
+                if key in self.inventories and rng.random() < 0.5:
+                    del self.inventories[key]
+                    self.used.pop(key, None)
+                else:
+                    self.inventories[key] = (rng.randint(1, 64), 0, 1, 64, 1, 1.0)
+            elif kind < 0.9:
+                self.traits ^= {(i, rng.choice(_TRAITS))}
+            else:
+                self.aggregates ^= {(i, f'agg-{rng.randrange(3)}')}
+        return written
+
+    def rows(self, ids: set[int] | None = None) -> dict:
+        def of(rows):
+            return [r for r in rows if ids is None or r[0] in ids]
+        return {'inventories': of([(i, rc, *values)
+                                   for (i, rc), values in self.inventories.items()]),
+                'usages': of([(i, rc, used) for (i, rc), used in self.used.items()]),
+                'traits': of(sorted(self.traits)), 'aggregates': of(sorted(self.aggregates))}
+
+
+def _derived(snapshot: ProviderSnapshot) -> dict:
+    """What a snapshot works out from its rows, as plain values."""
+    return {
+        'nested': snapshot.nested_classes, 'shared': snapshot.shared_classes,
+        'sharing': (snapshot.sharing, snapshot.sharing_rows.tolist(),
+                    snapshot.sharing_below_root),
+        # (in the order of the snapshot's classes, which a read of changes that
+        # finds a new one appends)
+        'classes': [sorted(snapshot.classes_of(row)) for row in range(len(snapshot))],
+        'flags': {t: snapshot.trait_flags(t).tolist() for t in _TRAITS},
+        'anchors': [snapshot.anchors(row).tolist() for row in snapshot.sharing_rows.tolist()],
+        'used': {rc: (inv.rows.tolist(), inv.used.tolist())
+                 for rc, inv in sorted(snapshot.inventories.items())},
+    }
+
+
+@pytest.mark.parametrize('seed', range(30))
+def test_each_read_of_changes_works_out_what_a_whole_read_of_the_same_rows_does(seed):
+    # A read of changes takes from the last snapshot what derives only from what did
+    # not change (classes_of, trait flags, the sharing providers, their anchors):
+    # asked of each snapshot before the next read, whatever it kept must still be
+    # what a whole read works out.
+    rng = random.Random(seed)
+    cloud = _Cloud(rng, 24)
+    snapshot = ProviderSnapshot.from_rows(cloud.providers, **cloud.rows())
+    for _ in range(25):
+        _derived(snapshot)
+        written = cloud.write()
+        snapshot = snapshot.with_changes(
+            snapshot.generations, written, marks=None, **cloud.rows(set(written)))
+        whole = ProviderSnapshot.from_rows(cloud.providers, **cloud.rows())
+
+        assert _derived(snapshot) == _derived(whole)
+
+
+def test_a_read_that_moves_only_usage_keeps_what_the_last_one_worked_out():
+    first = _two_hosts()
+    avx2, classes = first.trait_flags('HW_CPU_X86_AVX2'), first.classes_of(0)
+
+    second = _read_again(first, [(1, 'HW_CPU_X86_AVX2')], [(1, 'agg-1')])
+
+    assert second.trait_flags('HW_CPU_X86_AVX2') is avx2
+    assert second.classes_of(0) == classes
+    assert second._classes_held is first._classes_held
+    assert second.nested_classes is first.nested_classes
