@@ -224,30 +224,46 @@ class _Sets:
         return sets
 
     def changed(self, rows: Sequence[int], keyed_rows: np.ndarray, keyed: Keyed) -> _Sets:
-        """These sets with ``rows`` holding exactly the names ``keyed`` gives them."""
-        sets = _Sets(list(self.values), self.codes.copy())
+        """These sets with ``rows`` holding exactly the names ``keyed`` gives them:
+        themselves when that is what they hold. Every read of changes reads some
+        providers again (claims, the refresh slice) whose traits and aggregates
+        seldom move; the next snapshot then shares these sets and the columns
+        already asked of them, and nothing is copied to find that out: copying the
+        sets (1,434 distinct ones over 103,177 providers at 50,000 nested hosts)
+        and walking each distinct set's bits with numpy were most of what a
+        worker's reads held the interpreter for under load (doc/performance.md)."""
         targets = np.unique(np.asarray(rows, dtype=np.intp))
-        sets._assign(targets, [(keyed_rows, keyed)])
-        if len(sets.values) == len(self.values) and np.array_equal(sets.codes[targets],
-                                                                   self.codes[targets]):
-            # Every read of changes reads some providers again (claims, the refresh
-            # slice) whose traits and aggregates seldom move: the next snapshot then
-            # shares these sets and the columns already asked of them, instead of
-            # holding copies of its own.
+        codes, added = self._codes_for(targets, [(keyed_rows, keyed)])
+        if np.array_equal(codes, self.codes[targets]):
             return self
+        sets = _Sets(self.values + added, self.codes.copy())
+        sets.codes[targets] = codes
         return sets
 
     def _assign(self, targets: np.ndarray, pieces: Iterable[tuple[np.ndarray, Keyed]]
                 ) -> None:
         """The rows ``targets`` (ascending) hold exactly the names the pieces give
-        them: each piece, rows aligned with its rows of names.
+        them: each piece, rows aligned with its rows of names."""
+        codes, added = self._codes_for(targets, pieces)
+        for value in added:
+            self._code_of[value] = len(self.values)
+            self.values.append(value)
+        self.codes[targets] = codes
+
+    def _codes_for(self, targets: np.ndarray, pieces: Iterable[tuple[np.ndarray, Keyed]]
+                   ) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+        """The code of each of the rows ``targets`` (ascending) when they hold exactly
+        the names the pieces give them, and the sets these sets do not hold yet
+        (coded from ``len(values)`` on, in that order).
 
         Each row's set is found as a row of bits (one bit per name), and the
         distinct rows of bits become tuples of names: no Python object per
         provider or per name of a provider (300,000 trait rows at 50,000 providers,
         whose Python copies fragmented a worker's heap at every whole read)."""
+        found = np.zeros(len(targets), dtype=self.codes.dtype)
+        added: list[tuple[str, ...]] = []
         if not len(targets):
-            return
+            return found, added
         bit_of: dict[str, int] = {}
         bits = np.zeros((len(targets), 1), dtype=np.uint64)
         for rows, keyed in pieces:
@@ -264,18 +280,26 @@ class _Sets:
                            dtype=np.uint64)[code_at.ravel()]
             np.bitwise_or.at(bits, (np.searchsorted(targets, rows), (bit // 64).astype(np.intp)),
                              np.left_shift(np.uint64(1), bit % 64))
-        names = np.array(list(bit_of), dtype=object)
+        names = list(bit_of)
         distinct, which = np.unique(bits, axis=0, return_inverse=True)
-        held = np.unpackbits(distinct.astype('<u8').view(np.uint8), axis=1, bitorder='little')
         code_of_distinct = np.empty(len(distinct), dtype=self.codes.dtype)
-        for i, members in enumerate(held):
-            value = tuple(sorted(names[np.flatnonzero(members[:len(names)])]))
+        for i, words in enumerate(distinct.tolist()):
+            # A Python int per word, its set bits walked: a few names a set, where
+            # numpy's calls per distinct set cost more than the set.
+            members = []
+            for w, word in enumerate(words):
+                while word:
+                    low = word & -word
+                    members.append(names[64 * w + low.bit_length() - 1])
+                    word ^= low
+            value = tuple(sorted(members))
             code = self._code_of.get(value)
-            if code is None:
-                code = self._code_of[value] = len(self.values)
-                self.values.append(value)
+            if code is None:    # (distinct rows of bits are distinct sets)
+                code = len(self.values) + len(added)
+                added.append(value)
             code_of_distinct[i] = code
-        self.codes[targets] = code_of_distinct[which.ravel()]
+        found[:] = code_of_distinct[which.ravel()]
+        return found, added
 
     def of(self, row: int) -> tuple[str, ...]:
         return self.values[self.codes[row]]
