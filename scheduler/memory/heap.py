@@ -24,6 +24,7 @@ do nothing.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from typing import Any
 
@@ -35,11 +36,19 @@ _M_ARENA_MAX = -8
 WORKER_ARENAS = 1
 
 
-def _libc_function(name: str) -> Any:
+@functools.cache
+def _libc_function(name: str, argtypes: tuple[Any, ...], restype: Any) -> Any:
+    """``name`` of the C library the process runs on, typed; None without it. Looked
+    up once: each ``CDLL`` makes a class of its own, a cycle only the collector
+    frees, and a worker gives its free memory back after its requests, while the
+    collector is paused for the next ones (:mod:`.gc_pause`)."""
     try:
-        return getattr(ctypes.CDLL(None), name)  # the C library the process runs on
+        function = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
+    function.argtypes = list(argtypes)
+    function.restype = restype
+    return function
 
 
 def limit_arenas(arenas: int = WORKER_ARENAS) -> bool:
@@ -48,21 +57,17 @@ def limit_arenas(arenas: int = WORKER_ARENAS) -> bool:
     (their setting stands)."""
     if 'MALLOC_ARENA_MAX' in os.environ:
         return False
-    mallopt = _libc_function('mallopt')
+    mallopt = _libc_function('mallopt', (ctypes.c_int, ctypes.c_int), ctypes.c_int)
     if mallopt is None:
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 def release_free_memory() -> bool:
     """Give the C heap's free pages back to the system; False where that is not
     possible (a C library without ``malloc_trim``)."""
-    trim = _libc_function('malloc_trim')
+    trim = _libc_function('malloc_trim', (ctypes.c_size_t,), ctypes.c_int)
     if trim is None:
         return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
     trim(0)
     return True
