@@ -7,7 +7,8 @@ the young objects again and again, and the first collection after a pause
 walks everything the pause deferred: measured with py-spy on a real worker at
 1,000 candidates, a quarter of the request's own time. The request path makes
 no reference cycles (``tests/unit/test_host_table.py`` checks the one that
-existed), so its objects are freed by reference counting when it ends, and a
+existed, ``tests/unit/test_gc_pause.py`` requests answered from the provider
+view), so its objects are freed by reference counting when it ends, and a
 collector enabled again at that point finds nothing to do.
 
 Reentrant and thread-safe: concurrent requests share one counter, and the
