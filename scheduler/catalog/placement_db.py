@@ -291,14 +291,14 @@ class PlacementDatabaseReader(DirectDatabase):
                         dtype=np.int64).reshape(-1, 2)
         providers = np.unique(rows[:, 1])
         if (len(providers) > WHOLE_READ_SHARE * len(previous)
-                or _rows_of(previous, providers) is None):
+                or previous.rows_of(providers) is None):
             return None
         to_read = sorted(set(providers.tolist()).union(self._refresh_slice(previous)))
         generations = previous.generations.copy()
         if to_read:
             found = np.array(connection.rows(GENERATIONS_OF, {'ids': to_read}),
                              dtype=np.int64).reshape(-1, 2)
-            where = _rows_of(previous, found[:, 0])
+            where = previous.rows_of(found[:, 0])
             if where is None or len(found) != len(to_read):
                 return None             # a provider went: its rows move
             generations[where] = found[:, 1]
@@ -332,7 +332,7 @@ class PlacementDatabaseReader(DirectDatabase):
             rows = []                   # no provider was ever written after its creation
         if rows is not None:
             found = np.array(rows, dtype=np.int64).reshape(-1, 2)
-            at = _rows_of(previous, found[:, 0])
+            at = previous.rows_of(found[:, 0])
             if at is not None:
                 generations[at] = found[:, 1]
                 if int(generations.sum()) == marks.providers[2]:
@@ -345,14 +345,6 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         generations[:] = every[:, 1]
         return previous.ids[generations != previous.generations].tolist()
-
-
-def _rows_of(snapshot: ProviderSnapshot, ids: np.ndarray) -> np.ndarray | None:
-    """The rows of the providers ``ids`` in ``snapshot``; None when one is not there."""
-    at = np.searchsorted(snapshot.ids, ids)
-    if not (at < len(snapshot)).all() or not (snapshot.ids[at] == ids).all():
-        return None
-    return at
 
 
 def _with_changed(connection: DirectConnection, previous: ProviderSnapshot,

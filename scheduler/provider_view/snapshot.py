@@ -516,6 +516,12 @@ class ProviderSnapshot:
     def __len__(self) -> int:
         return len(self.uuids)
 
+    def rows_of(self, ids: np.ndarray) -> np.ndarray | None:
+        """The rows of the providers ``ids`` (Placement's ids); None when one is not
+        among these providers."""
+        at, found = _rows_of(self.ids, ids)
+        return at if found.all() else None
+
     def sharing_providers_of(self, previous: ProviderSnapshot) -> ProviderSnapshot:
         """This snapshot, holding ``previous``'s provider list, index and trees when it
         has the same providers (a whole read of a cloud whose providers did not
