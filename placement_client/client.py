@@ -305,14 +305,21 @@ class PlacementClient:
         if microversion:
             headers['OpenStack-API-Version'] = f'placement {microversion}'
         maybe_applied = False
-        last: _Retryable | None = None
+        # What the last failed attempt said, not the error itself: its traceback
+        # holds this frame, so kept in a local it would make a cycle that keeps the
+        # caller's request (its whole view of the hosts) alive until the collector
+        # runs, which it does not while requests overlap (gc_pause.py).
+        last = ''
+        last_kind = ''
+        last_status: int | None = None
         for attempt in range(1, attempts_allowed + 1):
             try:
                 response = self._attempt(method, url, headers=headers, json=json, params=params,
                                          timeout=(opts.connect_timeout, opts.read_timeout))
                 return _Outcome(response, attempt, maybe_applied)
             except _Retryable as exc:
-                last = exc
+                last, last_kind = str(exc), exc.kind
+                last_status = exc.response.status_code if exc.response is not None else None
                 maybe_applied = maybe_applied or exc.transport
             if attempt < attempts_allowed:
                 delay = self._backoff(attempt)
@@ -320,13 +327,11 @@ class PlacementClient:
                             'retrying in %.2fs', method, url, rid, attempt, attempts_allowed,
                             last, delay)
                 self._sleep(delay)
-        assert last is not None
-        status = last.response.status_code if last.response is not None else None
         message = (f'Placement unavailable: {method} {url} failed after {attempts_allowed} '
                    f'attempt(s); last error: {last}')
         LOG.error('%s (request %s)', message, rid)
-        raise PlacementUnavailable(message, attempts=attempts_allowed, status=status,
-                                   request_id=rid, last_error=last.kind)
+        raise PlacementUnavailable(message, attempts=attempts_allowed, status=last_status,
+                                   request_id=rid, last_error=last_kind)
 
     def _attempt(self, method: str, url: str, *, headers: dict[str, str], json: Any,
                  params: Any, timeout: tuple[float, float]) -> requests.Response:
@@ -433,15 +438,22 @@ class PlacementClient:
         if outcome.response.status_code in (200, 204):
             return
         error = error_from_response(outcome.response, method='PUT', url=url)
-        if isinstance(error, ConsumerGenerationConflict) and outcome.maybe_applied_before:
-            # The earlier attempt may have landed and bumped the generation;
-            # if the consumer now holds exactly our claim, it did.
-            current = self.get_allocations(consumer_uuid, request_id=request_id)
-            if _same_claim(current, allocation_request, project_id, user_id):
-                LOG.info('Claim for consumer %s landed on an earlier attempt whose answer '
-                         'was lost', consumer_uuid)
-                return
-        raise error
+        try:
+            if isinstance(error, ConsumerGenerationConflict) and outcome.maybe_applied_before:
+                # The earlier attempt may have landed and bumped the generation;
+                # if the consumer now holds exactly our claim, it did.
+                current = self.get_allocations(consumer_uuid, request_id=request_id)
+                if _same_claim(current, allocation_request, project_id, user_id):
+                    LOG.info('Claim for consumer %s landed on an earlier attempt whose '
+                             'answer was lost', consumer_uuid)
+                    return
+            raise error
+        finally:
+            # Raised, the error's traceback holds this frame, and through it the
+            # caller's: kept in a local here as well, that is a cycle, and the
+            # caller's request (its whole view of the hosts) would wait for the
+            # collector, which is paused while requests overlap (gc_pause.py).
+            del error
 
     def delete_allocations(self, consumer_uuid: str, *,
                            request_id: str | None = None) -> bool:

@@ -357,4 +357,9 @@ class SchedulerManager:
                 error = nvh
             except (FilterError, WeigherError) as e:
                 error = plugin_failure(e)
-        return explain.build_report(trace, selections=selections, error=error, top=top)
+        try:
+            return explain.build_report(trace, selections=selections, error=error, top=top)
+        finally:
+            # The error's traceback holds this frame: kept in its locals, a cycle
+            # that would keep the decision's hosts until the collector runs.
+            del error

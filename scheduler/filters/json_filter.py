@@ -105,18 +105,21 @@ class Query:
 def compile_query(text: str) -> Query:
     """Parse and validate a query hint; :class:`InvalidQuery` says what is wrong."""
     compiled = _compile_cached(text)
-    if isinstance(compiled, InvalidQuery):
-        raise compiled
+    if isinstance(compiled, str):
+        # A new error each time: one kept and raised again would gather the
+        # frames of every host it was raised for (and those hold their requests).
+        raise InvalidQuery(compiled)
     return compiled
 
 
 @functools.lru_cache(maxsize=128)
-def _compile_cached(text: str) -> Query | InvalidQuery:
-    # Hosts of one request share the hint: parse it once, failures included.
+def _compile_cached(text: str) -> Query | str:
+    # Hosts of one request share the hint: parse it once, failures included (as
+    # the refusal's text).
     try:
         return Query(text, _compile(text))
     except InvalidQuery as exc:
-        return exc
+        return str(exc)
 
 
 def _compile(text: str) -> Term:

@@ -1,8 +1,10 @@
 """JsonFilter: the query hint, Nova's little expression language over host attributes."""
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import weakref
 
 import pytest
 
@@ -149,6 +151,30 @@ def test_an_invalid_query_is_refused_the_same_way_each_time():
     for _ in range(2):
         with pytest.raises(InvalidQuery, match='unknown operator'):
             compile_query('["nand", 1]')
+
+
+class _RequestState:
+    """Stands for what the request that gave the hint holds (its hosts)."""
+
+
+def _judge_a_host_and_return(hint: str) -> weakref.ref[_RequestState]:
+    state = _RequestState()
+    try:
+        compile_query(hint)
+    except InvalidQuery:
+        pass
+    return weakref.ref(state)
+
+
+def test_an_invalid_query_keeps_nothing_of_the_requests_that_gave_it():
+    # The refusal is parsed once and kept; an error kept and raised again would carry
+    # the frames of every host it was raised for, and theirs hold their requests.
+    gc.disable()
+    try:
+        given = [_judge_a_host_and_return('["nand", 1]') for _ in range(3)]
+        assert [state() for state in given] == [None, None, None]
+    finally:
+        gc.enable()
 
 
 def test_hosts_are_judged_on_their_own_values():
