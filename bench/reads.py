@@ -36,7 +36,7 @@ import sys
 import time
 import uuid as uuidlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -67,6 +67,14 @@ class Reads:
     cpu: list[float]
     wall: list[float]
     database_cpu: float = 0.0
+    #: When each read began (monotonic seconds).
+    began: list[float] = field(default_factory=list)
+
+    def span(self) -> float:
+        """Seconds from the first read's start to the last's: the writes between two
+        reads take longer than max_age on a loaded machine, and how many reads look
+        at everything depends on it (DELETIONS_EVERY)."""
+        return self.began[-1] - self.began[0] if self.began else 0.0
 
     def row(self, name: str, providers: int, note: str = '') -> Row:
         return Row(name, providers, _ms(statistics.median(self.cpu)), unit='ms CPU',
@@ -175,6 +183,7 @@ def reads_of_changes(reader: PlacementDatabaseReader, backend: Backend,
         # at everything only every DELETIONS_EVERY seconds of them.
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
         database = backend.cpu()
+        out.began.append(time.monotonic())
         snapshot, cpu, wall = timed(lambda s=snapshot: reader.read(s))
         out.database_cpu += backend.cpu() - database
         out.cpu.append(cpu)
@@ -216,7 +225,8 @@ def run(providers: int, opts: argparse.Namespace) -> list[Row]:
                         f'a read of changes, {writes}{label}', providers,
                         note=f'whole reads among them {reader.whole_reads - before[0]}, '
                              f'generation scans {reader.generation_scans - before[1]}, '
-                             f'usage checksums {reader.usage_checks - before[2]}'))
+                             f'usage checksums {reader.usage_checks - before[2]}, '
+                             f'the reads spanning {changes.span():.2f} s'))
         finally:
             writer.clean_up()
             for reader in readers.values():
