@@ -508,12 +508,14 @@ def _claim_and_forget_the_error(client: PlacementClient) -> weakref.ref[_Request
     lambda: [ks_exc.ConnectFailure('reset'), make_response(409, CONSUMER_CONFLICT_NULL),
              _held({RP: {'VCPU': 2}})],
     lambda: [make_response(503, text='down') for _ in range(4)],
+    lambda: [make_response(503, text='down'), make_response(204)],
     # A new exception each time, as keystoneauth raises them: one kept here would
     # keep the traceback of its last raise.
     lambda: [ks_exc.ConnectFailure('refused') for _ in range(4)],
 ], ids=['refused for capacity', 'someone else\'s claim after a lost answer',
-        'unavailable, 5xx', 'unavailable, no connection'])
-def test_a_failed_claim_leaves_its_callers_objects_to_reference_counting(conf, outcomes):
+        'unavailable, 5xx', 'landed after a 5xx', 'unavailable, no connection'])
+def test_a_claim_that_met_an_error_leaves_its_callers_objects_to_reference_counting(
+        conf, outcomes):
     # A request's objects must go when it ends, without the collector, which is
     # paused while requests overlap (scheduler/memory/gc_pause.py): an exception
     # kept in a local of the frame that raised it is a cycle through its
