@@ -14,6 +14,7 @@ import os
 import random
 import re
 import time
+import traceback
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
@@ -231,6 +232,24 @@ class _Outcome:
     maybe_applied_before: bool
 
 
+def _clear_frames(error: BaseException) -> None:
+    """Drop the locals of the finished frames that ``error`` and the errors it was
+    raised from passed through. urllib3 keeps a failed connection's error in a local
+    of a frame that error's traceback holds: a cycle, and those frames hold their
+    callers', up to the request that claimed, which would then stay resident until
+    the collector runs (paused while requests overlap, gc_pause.py). Only text of
+    these errors is ever kept or logged."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        pending += [current.__cause__, current.__context__]
+
+
 class _Retryable(Exception):
     def __init__(self, reason: str, *, transport: bool,
                  response: requests.Response | None = None, kind: str = ''):
@@ -341,6 +360,7 @@ class PlacementClient:
                 url, method, headers=dict(headers), json=json, params=params, timeout=timeout,
                 raise_exc=False, connect_retries=0, status_code_retries=0)
         except (ks_exc.RetriableConnectionFailure, ks_exc.UnknownConnectionError) as exc:
+            _clear_frames(exc)
             kind = ('timed out' if isinstance(exc, ks_exc.ConnectTimeout)
                     or 'timed out' in str(exc) else 'connection failed')
             raise _Retryable(_redact(f'{type(exc).__name__}: {exc}'), transport=True,

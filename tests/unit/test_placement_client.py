@@ -503,6 +503,15 @@ def _claim_and_forget_the_error(client: PlacementClient) -> weakref.ref[_Request
     return weakref.ref(state)
 
 
+def _freed_by_reference_counting(client: PlacementClient) -> bool:
+    """Whether the caller's objects are gone when it returns, the collector off."""
+    gc.disable()
+    try:
+        return _claim_and_forget_the_error(client)() is None
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize('outcomes', [
     lambda: [make_response(409, CAPACITY_EXCEEDED)],
     lambda: [ks_exc.ConnectFailure('reset'), make_response(409, CONSUMER_CONFLICT_NULL),
@@ -521,12 +530,21 @@ def test_a_claim_that_met_an_error_leaves_its_callers_objects_to_reference_count
     # kept in a local of the frame that raised it is a cycle through its
     # traceback, and the frames it holds hold the caller's.
     client, _, _ = scripted_client(conf, *outcomes())
-    gc.disable()
-    try:
-        state = _claim_and_forget_the_error(client)
-        assert state() is None
-    finally:
-        gc.enable()
+    assert _freed_by_reference_counting(client)
+
+
+def test_a_claim_to_a_placement_that_refuses_connections_leaves_its_caller_to_reference_counting():
+    # Through the real keystoneauth, requests and urllib3: urllib3 keeps the error of
+    # a failed connection in a local of a frame its traceback holds, a cycle, and
+    # those frames hold ours (their callers).
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        port = probe.getsockname()[1]
+    conf = make_placement_conf(f'http://127.0.0.1:{port}')
+    conf.set_override('max_retries', 1, group='placement')
+    client = PlacementClient(conf, sleep=lambda _: None)
+    _claim_and_forget_the_error(client)             # what a first call sets up
+    assert _freed_by_reference_counting(client)
 
 
 def test_delete_allocations_tells_deleted_from_nothing_there(conf):
