@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_explaining_a_request_that_fails_leaves_nothing_for_the_collector(fake, 
 
 
 def over_a_view_read_once(fake, make_manager, names: list[str], *, vcpus: int,
-                          filled_by_another: list[str] = ()):
+                          filled_by_another: Sequence[str] = ()):
     """A manager over a view of empty hosts ``names`` that is never read again, after
     a first request (which sets up what every later one shares)."""
     for name in names:
