@@ -6,9 +6,13 @@ bench/host_data.py runs the provider view with the hosts file only, then with
 services read by the periodic sync only, and with both but the services' state read
 from the compute API. At 30 hosts and a few seconds a phase, each phase must answer
 requests; ``[nova]`` alone and with the cell database at their defaults must send
-one ``GET /os-services`` per request (a few fewer when requests share a read); with
+one ``GET /os-services`` per request or more; with
 the services' state read from the cell database's ``services`` table
 (``service_states = true``) and with ``service_state_max_age = -1``, none.
+
+One client asks, so no request arrives while another's read is in flight: with
+several, requests that arrive while a read is being asked for share the next one,
+and how many do depends on the machine's timing, not on the code.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import re
 from bench import deploy, host_data
 from tests.fixtures.postgres_placement import require_or_skip
 
-ARGS = ['--providers', '30', '--seconds', '2', '--warmup', '1']
+ARGS = ['--providers', '30', '--seconds', '2', '--warmup', '1', '--clients', '1']
 
 
 def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_path, capsys):
@@ -42,8 +46,9 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
     for phase in ('nova', 'nova+cell'):
         row = rows[f'host data: {phase}, GET /os-services per request']
         gets, calls = map(int, re.match(r'(\d+) GETs for (\d+) requests', row['note']).groups())
-        # Shared only by requests that queue behind a read: nearly one per request.
-        assert calls > 0 and gets >= 0.8 * calls, row
+        # Each request arrived after the last read began, so none could take it; the
+        # phase's periodic sync may add a read of its own.
+        assert calls > 0 and gets >= calls, row
         assert rows[f'host data: {phase}, stand-in time per GET /os-services']['ours_ms'] > 0
     for phase in ('nova, max_age -1', 'nova+cell, cell services'):
         row = rows[f'host data: {phase}, GET /os-services per request']
