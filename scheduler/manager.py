@@ -46,7 +46,7 @@ from scheduler.host_state import HostData
 from scheduler.host_table import HostView
 from scheduler.journal.requests import RequestJournal
 from scheduler.memory import DeferredRelease, paused_gc
-from scheduler.memory.turns import BoundedWaits, Turns, waiting
+from scheduler.memory.turns import BoundedWaits, Turns, resume, waiting
 from scheduler.objects.selection import Selection
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline import answer
@@ -319,6 +319,7 @@ class SchedulerManager:
         """The hosts of ``match`` as the provider view shows them now, among the hosts
         given (an instance after the first keeps what the filters left it)."""
         def refresh(given: HostView) -> HostView | None:
+            resume()    # matching again is computing: after a claim off its turn, take it back
             again = self.query.view_again(match)
             if again is None:
                 return None

@@ -256,7 +256,8 @@ TURN_WAIT = REGISTRY.register(Histogram(
     'scheduler_decision_turn_wait_seconds',
     'Time a request waited for its worker\'s turn to decide ([scheduler] '
     'concurrent_decisions), each time it had to: when it arrived, and after a wait on '
-    'Placement or the services\' state (resumed).',
+    'Placement or the services\' state, or to compute again after a claim on the provider '
+    'view\'s hosts (resumed).',
     ('when',)))
 CANDIDATES = REGISTRY.register(Histogram(
     'scheduler_allocation_candidates',

@@ -275,9 +275,12 @@ service_opts = [
                help='How many of one worker\'s claims on the provider view\'s hosts may wait '
                     'for Placement\'s answer without holding their request\'s turn to decide '
                     '(concurrent_decisions), so that another request decides meanwhile; a '
-                    'claim beyond that keeps its turn while it is in flight. Such a claim '
-                    'still holds its request\'s columns over every matching host, so each '
-                    'one is also a request\'s worth of memory beside the one deciding. '
+                    'claim beyond that keeps its turn while it is in flight. A request whose '
+                    'claim gave its turn up builds its answer without taking one back, and '
+                    'counts among these until it ends or computes again (another instance, '
+                    'hosts ordered again after a refusal). Such a request still holds its '
+                    'columns over every matching host, so each one is also a request\'s '
+                    'worth of memory beside the one deciding. '
                     '0: every such claim keeps its turn (a worker then makes one claim at '
                     'a time at concurrent_decisions = 1). Measured in doc/performance.md.'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,

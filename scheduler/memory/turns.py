@@ -23,10 +23,17 @@ At 50,000 hosts with nested trees, every such claim giving its turn up made a
 third more throughput at 212-217 MB a worker, over the 200 MB bound, against
 173-190 MB keeping it; one such claim at a time, on a slower machine, made
 13.0-19.0 req/s (mean 14.7, six windows) against 11.4-14.3 (12.5) keeping it,
-at 174-186 MB (doc/performance.md). The choice of its alternates
-keeps the turn. A claim that gave its turn up lands before it takes one back:
-a claim of this worker on the same host waits for it to land, and may hold its
-turn while it waits.
+at 174-186 MB (doc/performance.md). Such a request does not take a turn back
+when its claim lands: what it does after its last claim (its alternates, its
+answer) is light, and a turn taken back for it waited out the next request's
+whole decision, while the request kept its place off its turn so that the next
+one's claim kept its turn too. It takes a turn back, first in line, only to
+compute again (another instance's hosts, its hosts ordered again after a
+refusal: :func:`resume`), and keeps its place among the bounded waits until then
+or until it ends: the requests holding their columns beside the one deciding
+are still at most ``view_claims_without_turn``. A claim that gave its turn up
+lands before it takes one back: a claim of this worker on the same host waits
+for it to land, and may hold its turn while it waits.
 The turn is the thread's: a stage that takes one inside its own thread's turn
 (the provider view matched again while a request decides) goes on without
 waiting. Measured in doc/performance.md (*Turns to decide*).
@@ -38,6 +45,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 _held = threading.local()
 
@@ -66,8 +74,13 @@ class Turns:
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:
-        """Hold a turn for the block (at once if this thread holds one already)."""
+        """Hold a turn for the block (at once if this thread holds one already; first
+        in line if it gave this one up for a bounded wait and has not taken it back)."""
         if self.at_once is None or getattr(_held, 'turns', None) is self:
+            yield
+            return
+        if _owed(self) is not None:
+            resume()            # the block that took the turn gives it at its end
             yield
             return
         outer = getattr(_held, 'turns', None)   # another worker's, in tests
@@ -77,7 +90,14 @@ class Turns:
             yield
         finally:
             _held.turns = outer
-            self._give()
+            owed = _owed(self)
+            if owed is not None:
+                # Given up for a bounded wait and never needed back: the request is
+                # done, and so is its place among the waits off their turn.
+                _held.owed = None
+                owed.leave()
+            else:
+                self._give()
 
     def _take(self, *, resuming: bool) -> None:
         with self._lock:
@@ -121,8 +141,18 @@ class BoundedWaits:
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[bool]:
-        """:func:`waiting` if fewer than ``at_once`` threads are in theirs, else a
-        wait that keeps the turn; yields whether this wait is one of the ``at_once``."""
+        """Give the turn up for the block if fewer than ``at_once`` threads are off
+        theirs, else wait keeping it; yields whether this wait is one of the ``at_once``.
+
+        A turn given up here is not taken back at the end of the block: the request
+        goes on off its turn, in its place among the ``at_once``, until it needs one
+        to compute (:func:`resume`, or :meth:`Turns.turn`) or ends. What a request
+        does after its last claim (its alternates, its answer) is light: taking a
+        turn back for it waited for the whole of the next request's decision, and
+        kept this place meanwhile, so that the next request's claim kept its turn."""
+        if getattr(_held, 'owed', None) is not None:
+            yield True          # off its turn already, in its place (a claim after another)
+            return
         with self._lock:
             give = self.at_once is None or self._off_turn < self.at_once
             if give:
@@ -130,12 +160,50 @@ class BoundedWaits:
         if not give:
             yield False
             return
-        try:
-            with waiting():
+        turns: Turns | None = getattr(_held, 'turns', None)
+        if turns is None:       # no turn to give up: the place is the block's alone
+            try:
                 yield True
-        finally:
-            with self._lock:
-                self._off_turn -= 1
+            finally:
+                self._leave()
+            return
+        _held.turns = None
+        turns._give()
+        _held.owed = _Owed(turns, self._leave)
+        yield True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._off_turn -= 1
+
+
+@dataclass(frozen=True)
+class _Owed:
+    """A turn a thread gave up for a bounded wait and has not taken back, and how it
+    leaves its place among the waits off their turn."""
+
+    turns: Turns
+    leave: Callable[[], None]
+
+
+def _owed(turns: Turns) -> _Owed | None:
+    owed: _Owed | None = getattr(_held, 'owed', None)
+    return owed if owed is not None and owed.turns is turns else None
+
+
+def resume() -> None:
+    """Take back the turn this thread gave up for a bounded wait, if it did: before
+    it computes again (another instance's hosts, hosts ordered again). First in line,
+    as a request back from a wait; it then leaves its place off its turn."""
+    owed: _Owed | None = getattr(_held, 'owed', None)
+    if owed is None:
+        return
+    _held.owed = None
+    try:
+        owed.turns._take(resuming=True)
+    finally:
+        owed.leave()
+    _held.turns = owed.turns
 
 
 @contextlib.contextmanager

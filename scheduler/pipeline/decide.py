@@ -28,6 +28,7 @@ from scheduler.explain import InstanceAttempt, RequestTrace
 from scheduler.filters.base import BaseHostFilter
 from scheduler.host_state import HostState
 from scheduler.host_table import HostView
+from scheduler.memory.turns import resume
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline.claim import OrderStale, Placed, Walk, consume
 from scheduler.pipeline.filtering import filter_hosts
@@ -63,6 +64,8 @@ class Ranking:
 
     def sorted_hosts(self, spec: RequestSpec, hosts: HostView, index: int,
                      attempt: InstanceAttempt, *, rebuild: bool = False) -> HostView:
+        # After a claim that gave its turn up, computing again needs it back.
+        resume()
         # Read per request: an operator's (or a test's) new values apply at once.
         vectorised = self.conf.scheduler.columnar_host_states
         passed = filter_hosts(self.filters, spec, hosts, index=index, attempt=attempt,

@@ -11,12 +11,13 @@ wait, and one that must get in gets a generous one.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
 
 from scheduler.filters.base import BaseHostFilter
-from scheduler.memory.turns import BoundedWaits, Turns, waiting
+from scheduler.memory.turns import BoundedWaits, Turns, resume, waiting
 from scheduler.pipeline.spread import Spread
 from scheduler.provider_view.view import ProviderView
 from tests.builders import boot_spec, new_uuids, select, user_spec, uuid_for, uuids
@@ -228,6 +229,117 @@ def test_no_bounded_wait_gives_its_turn_up_at_zero_and_every_one_without_a_bound
         BoundedWaits(-1)
 
 
+def test_a_request_back_from_a_bounded_wait_finishes_without_its_turn_while_another_holds_it():
+    # After its last claim a request only builds its answer: waiting for the turn
+    # for that waited out the whole of the next request's decision.
+    turns, bounded = Turns(1), BoundedWaits(1)
+    in_wait, claim_landed, other_in, release_other = (threading.Event() for _ in range(4))
+    finished = threading.Event()
+
+    def request():
+        with turns.turn():
+            with bounded.waiting() as off:
+                assert off
+                in_wait.set()
+                assert claim_landed.wait(LONG)
+            finished.set()      # its answer
+
+    def other():
+        with turns.turn():
+            other_in.set()
+            assert release_other.wait(LONG)
+
+    first = in_thread(request)
+    assert in_wait.wait(LONG)
+    second = in_thread(other)
+    assert other_in.wait(LONG), 'the bounded wait did not give its turn up'
+    claim_landed.set()
+    assert finished.wait(LONG), 'the request waited for a turn to build its answer'
+    release_other.set()
+    for thread in (first, second):
+        thread.join(LONG)
+
+
+def test_a_request_off_its_turn_keeps_its_place_among_the_bounded_waits_until_it_ends():
+    # The bound is on requests holding their columns beside the one deciding:
+    # one back from its claim holds them until it ends or takes its turn back.
+    turns, bounded = Turns(1), BoundedWaits(1)
+    back, may_end, tried = (threading.Event() for _ in range(3))
+    second_off: list[bool] = []
+
+    def request():
+        with turns.turn():
+            with bounded.waiting():
+                pass
+            back.set()
+            assert may_end.wait(LONG)
+
+    def second():
+        with turns.turn(), bounded.waiting() as off:
+            second_off.append(off)
+            tried.set()
+
+    first = in_thread(request)
+    assert back.wait(LONG)
+    other = in_thread(second)
+    assert tried.wait(LONG)
+    assert second_off == [False], 'a request off its turn left its place before it ended'
+    may_end.set()
+    for thread in (first, other):
+        thread.join(LONG)
+    with turns.turn(), bounded.waiting() as off:
+        assert off, 'a request that ended kept its place'
+
+
+@pytest.mark.parametrize('take_back', ['resume', 'turn'])
+def test_a_request_off_its_turn_takes_it_back_to_compute_first_in_line(take_back):
+    # Another instance's hosts, or hosts ordered again after a refusal, are
+    # computing: the turn comes back first, ahead of requests that arrived meanwhile,
+    # and with it the request's place among the bounded waits is free again.
+    turns, bounded = Turns(1), BoundedWaits(1)
+    order: list[str] = []
+    back, computing = threading.Event(), threading.Event()
+
+    def request():
+        with turns.turn():
+            with bounded.waiting():
+                back.set()
+                assert computing.wait(LONG)
+            if take_back == 'resume':
+                resume()
+            with turns.turn() if take_back == 'turn' else contextlib.nullcontext():
+                order.append('back from its claim')
+                with bounded.waiting() as off:
+                    assert off, 'its place was not freed when it took its turn back'
+
+    def arrives():
+        with turns.turn():
+            order.append('arrived')
+
+    first = in_thread(request)
+    assert back.wait(LONG)
+    with turns.turn():
+        later = in_thread(arrives)
+        queued(turns, 1)
+        computing.set()
+        queued(turns, 2)
+    for thread in (first, later):
+        thread.join(LONG)
+    assert order == ['back from its claim', 'arrived']
+
+
+def test_a_request_that_fails_off_its_turn_gives_its_place_up_and_no_turn():
+    turns, bounded = Turns(1), BoundedWaits(1)
+    with pytest.raises(ConnectionError):
+        with turns.turn():
+            with bounded.waiting():
+                pass
+            raise ConnectionError('the answer could not be sent')
+    assert turns._free == 1, 'a turn the request did not hold was given back'
+    with turns.turn(), bounded.waiting() as off:
+        assert off
+
+
 class CountsWhoIsInside(BaseHostFilter):
     """Records how many requests filter at the same moment: each one that gets in
     gives another a moment to join it."""
@@ -341,6 +453,41 @@ def test_a_claim_on_the_provider_views_hosts_gives_its_turn_up_only_within_the_b
     assert fake.calls_to('get_allocation_candidates') == []
     assert selections[0].service_host == 'a'
     assert others_got_in == [bool(without_turn)]
+
+
+def test_a_request_answers_after_its_claim_on_the_views_hosts_while_the_next_one_decides(
+        fake, make_manager):
+    # Its claim gave the turn up and the next request took it: the answer (the
+    # chosen host and its alternates) does not wait for that decision to end.
+    for name in ('a', 'b', 'c'):
+        fake.add_compute(name, vcpus=8)
+    fake.script('put_allocations', provider_conflict(), times=1)
+    view = ProviderView(Reads(snapshot(('a', 0, 0), ('b', 0, 0), ('c', 0, 0))),
+                        max_age=300.0, read_behind=False)
+    manager = make_manager(provider_view=view)
+    deciding, decided = threading.Event(), threading.Event()
+    threads: list[threading.Thread] = []
+
+    def next_request():
+        with manager.turns.turn():
+            deciding.set()
+            assert decided.wait(LONG)
+
+    def back_off(seconds):      # the claim is in flight, off its turn
+        threads.append(in_thread(next_request))
+        assert deciding.wait(LONG)
+
+    manager.claimer.sleep = back_off
+    answered: list[object] = []
+    first = in_thread(lambda: answered.append(select(manager, user_spec(vcpus=1), uuids(1))))
+    first.join(LONG)
+    still_deciding = not decided.is_set()
+    decided.set()
+    for thread in threads:
+        thread.join(LONG)
+    assert answered and still_deciding, 'the answer waited for the next decision'
+    [selections] = answered[0]
+    assert len(selections) == 3     # the chosen host and two alternates
 
 
 class SaysWhenSomeoneWaits(threading.Condition):
