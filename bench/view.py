@@ -104,7 +104,8 @@ DEFAULT_REGRET_SAMPLES = 12
 CLAIM_CEILING_SHARE = 0.85
 QUERY_CEILING_FACTOR = 10.0
 P50_SHARE_OF_GET = 0.2
-REFUSED_SHARE = 0.05
+#: Every 409 over the claims: large clouds' issue (#27) asks 3%; 5% was the first view's.
+REFUSED_SHARE = 0.03
 MEAN_REGRET = 0.01
 WORKER_MEMORY_MB = 200
 #: Where the targets on throughput and latency apply (the issue's size; the other
