@@ -160,15 +160,13 @@ class BoundedWaits:
         if not give:
             yield False
             return
-        turns: Turns | None = getattr(_held, 'turns', None)
+        turns = _give_up()
         if turns is None:       # no turn to give up: the place is the block's alone
             try:
                 yield True
             finally:
                 self._leave()
             return
-        _held.turns = None
-        turns._give()
         _held.owed = _Owed(turns, self._leave)
         yield True
 
@@ -200,24 +198,35 @@ def resume() -> None:
         return
     _held.owed = None
     try:
-        owed.turns._take(resuming=True)
+        _take_back(owed.turns)
     finally:
         owed.leave()
-    _held.turns = owed.turns
 
 
 @contextlib.contextmanager
 def waiting() -> Iterator[None]:
     """Give this thread's turn up for the block, if it holds one: it waits on a peer."""
-    # Only a limited Turns marks the thread that holds one (turn()).
-    turns: Turns | None = getattr(_held, 'turns', None)
+    turns = _give_up()
     if turns is None:
         yield
         return
-    _held.turns = None
-    turns._give()
     try:
         yield
     finally:
-        turns._take(resuming=True)
-        _held.turns = turns
+        _take_back(turns)
+
+
+def _give_up() -> Turns | None:
+    """Give up the turn this thread holds; the Turns it was of, None if it held none."""
+    # Only a limited Turns marks the thread that holds one (turn()).
+    turns: Turns | None = getattr(_held, 'turns', None)
+    if turns is not None:
+        _held.turns = None
+        turns._give()
+    return turns
+
+
+def _take_back(turns: Turns) -> None:
+    """Take a turn of ``turns`` again, first in line: the thread is part-way through."""
+    turns._take(resuming=True)
+    _held.turns = turns
