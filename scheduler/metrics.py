@@ -247,6 +247,13 @@ PROVIDER_VIEW_QUERIES = REGISTRY.register(Counter(
     'Candidate queries with the provider view on ([scheduler] provider_view), by who '
     'answered (view, placement) and, for placement, why the view could not.',
     ('answer', 'why')))
+PROVIDER_VIEW_READS = REGISTRY.register(Counter(
+    'scheduler_provider_view_reads_total',
+    'Reads of changes a worker took into its provider view with [scheduler] '
+    'provider_view_shared_reads, by where from: the service\'s provider view reader '
+    '(shared) or its own read of Placement\'s database (own: its first read, and any the '
+    'reader did not answer or could not serve).',
+    ('source',)))
 PROVIDER_VIEW_REORDERS = REGISTRY.register(Counter(
     'scheduler_provider_view_reorders_total',
     'Times an instance\'s hosts were ordered again from the provider view after Placement '

@@ -19,6 +19,7 @@ from scheduler.catalog.neutron import neutron_from_conf
 from scheduler.catalog.nova_sync import nova_sync_from_conf
 from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.catalog.resolver import HostLookup, HostResolver
+from scheduler.catalog.shared_provider_reads import SharedProviderReads
 from scheduler.catalog.shared_services import SharedReads
 from scheduler.conf import upgrade_levels
 from scheduler.conf.placement import load_client
@@ -113,7 +114,8 @@ class SchedulerService:
                  worker_index: int = 0,
                  notification_transport: messaging.Transport | None = None,
                  claims_board: ClaimsBoard | None = None,
-                 service_reads: SharedReads | None = None):
+                 service_reads: SharedReads | None = None,
+                 provider_reads: SharedProviderReads | None = None):
         self.conf = conf
         self.catalog = catalog if catalog is not None else build_catalog(conf)
         # Host data from Nova's compute API, when [nova] has credentials (None: off);
@@ -156,7 +158,7 @@ class SchedulerService:
                                             self.cell_db_sync.fresh_nodes
                                             if self.cell_db_sync is not None else None),
                                         provider_view=provider_view_from_conf(
-                                            conf, siblings=board),
+                                            conf, siblings=board, shared=provider_reads),
                                         # One lane per worker of this service: its
                                         # workers' concurrent claims keep apart.
                                         spread=Spread.of_worker(worker_index,

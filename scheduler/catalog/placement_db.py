@@ -26,6 +26,8 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler.catalog.dbapi import DirectConnection, DirectDatabase
+from scheduler.catalog.provider_changes import Changes
+from scheduler.catalog.shared_provider_reads import SharedProviderReads, TakenReads
 from scheduler.conf.placement_database import GROUP
 from scheduler.conf.scheduler import near_best_tolerance, provider_view_on
 from scheduler.exceptions import ConfigurationError
@@ -177,6 +179,9 @@ class PlacementDatabaseReader(DirectDatabase):
         self.usage_checks = 0
         #: Reads of changes that took only the providers of new allocations.
         self.allocation_reads = 0
+        #: What the last read of changes read again, for other snapshots to take in
+        #: (None after a whole read: a snapshot of other providers needs one too).
+        self.last_changes: Changes | None = None
         # When a read last looked at everything (DELETIONS_EVERY).
         self._checked_at = float('-inf')
 
@@ -184,6 +189,7 @@ class PlacementDatabaseReader(DirectDatabase):
              whole: bool = False) -> ProviderSnapshot:
         """Every provider; with ``previous``, that snapshot with what changed since, or
         (``whole``) read whole, sharing ``previous``'s providers if they are the same."""
+        self.last_changes = None
         with self.connect() as connection:
             # One transaction: the reads see one moment (repeatable read on
             # PostgreSQL and MySQL; SQLite's read transaction).
@@ -275,7 +281,8 @@ class PlacementDatabaseReader(DirectDatabase):
             # A new row moved its provider's generation: read above.
             allocations_read = max(allocations_read, highest)
         marks = replace(marks, allocations=allocations, allocations_read=allocations_read)
-        return _with_changed(connection, previous, generations, sorted(to_read), names, marks)
+        return self._with_changed(connection, previous, generations, sorted(to_read), names,
+                                  marks)
 
     def _read_new_allocations(self, connection: DirectConnection, previous: ProviderSnapshot
                               ) -> ProviderSnapshot | None:
@@ -304,8 +311,34 @@ class PlacementDatabaseReader(DirectDatabase):
             generations[where] = found[:, 1]
         marks = replace(before, allocations_read=(int(rows[:, 0].max()) if len(rows)
                                                   else before.allocations_read))
-        return _with_changed(connection, previous, generations, to_read, _Names(connection),
-                             marks)
+        return self._with_changed(connection, previous, generations, to_read,
+                                  _Names(connection), marks)
+
+    def _with_changed(self, connection: DirectConnection, previous: ProviderSnapshot,
+                      generations: np.ndarray, changed: list[int], names: _Names,
+                      marks: Marks) -> ProviderSnapshot:
+        """``previous`` with the providers ``changed`` (ids, sorted) read again."""
+        def of_changed(query: str, width: int, grouping: str = '',
+                       dtype: Any = np.int64) -> np.ndarray:
+            if not changed:
+                return np.zeros((0, width), dtype=dtype)
+            rows = connection.rows(f'{query} WHERE resource_provider_id IN :ids{grouping}',
+                                   {'ids': changed})
+            return np.array(rows, dtype=dtype).reshape(len(rows), width)
+
+        ids = np.array(changed, dtype=np.int64)
+        where = previous.rows_of(ids)
+        assert where is not None    # the callers read only the providers of previous
+        changes = Changes(
+            ids, generations[where],
+            inventories=names.classes(of_changed(INVENTORIES, 8, dtype=np.float64)),
+            usages=names.classes(of_changed(USAGES, 3, USAGES_GROUPING)),
+            traits=names.traits(of_changed(TRAITS, 2)),
+            aggregates=names.aggregates(of_changed(AGGREGATES, 2)), marks=marks)
+        self.last_changes = changes
+        return previous.with_changes(
+            generations, changed, inventories=changes.inventories, usages=changes.usages,
+            traits=changes.traits, aggregates=changes.aggregates, marks=marks)
 
     def _refresh_slice(self, previous: ProviderSnapshot) -> list[int]:
         """The ids of the next providers to read again whatever their generation says:
@@ -345,27 +378,6 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         generations[:] = every[:, 1]
         return previous.ids[generations != previous.generations].tolist()
-
-
-def _with_changed(connection: DirectConnection, previous: ProviderSnapshot,
-                  generations: np.ndarray, changed: list[int], names: _Names,
-                  marks: Marks) -> ProviderSnapshot:
-    """``previous`` with the providers ``changed`` (ids, sorted) read again."""
-    def of_changed(query: str, width: int, grouping: str = '',
-                   dtype: Any = np.int64) -> np.ndarray:
-        if not changed:
-            return np.zeros((0, width), dtype=dtype)
-        rows = connection.rows(f'{query} WHERE resource_provider_id IN :ids{grouping}',
-                               {'ids': changed})
-        return np.array(rows, dtype=dtype).reshape(len(rows), width)
-
-    return previous.with_changes(
-        generations, changed,
-        inventories=names.classes(of_changed(INVENTORIES, 8, dtype=np.float64)),
-        usages=names.classes(of_changed(USAGES, 3, USAGES_GROUPING)),
-        traits=names.traits(of_changed(TRAITS, 2)),
-        aggregates=names.aggregates(of_changed(AGGREGATES, 2)),
-        marks=marks)
 
 
 def usage_sums(snapshot: ProviderSnapshot, class_ids: Mapping[str, int]) -> np.ndarray:
@@ -530,10 +542,11 @@ def reader_from_conf(conf: cfg.ConfigOpts, **kwargs: Any) -> PlacementDatabaseRe
                                 / max(conf.scheduler.provider_view_max_age, 0.1)), **kwargs)
 
 
-def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | None = None
-                            ) -> ProviderView | None:
+def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | None = None,
+                            shared: SharedProviderReads | None = None) -> ProviderView | None:
     """The view ``[scheduler] provider_view`` asks for, or None when it is off;
-    ``siblings``: the service's other workers' claims, when it has several.
+    ``siblings``: the service's other workers' claims, when it has several;
+    ``shared``: the reads of the service's reader, when it has one.
 
     ConfigurationError when it is on without ``[placement_database] connection``, or
     when the database driver is missing or the URL cannot work.
@@ -556,4 +569,7 @@ def provider_view_from_conf(conf: cfg.ConfigOpts, *, siblings: WorkerBoard | Non
                     'near_best_weight_tolerance = 0: every worker claims the best host of '
                     'the same view, and Placement refuses all but one; 0.01 lets each '
                     'worker take its own share of the hosts within 1%% of the best')
-    return ProviderView(reader.read, max_age=max_age, siblings=siblings)
+    if shared is None:
+        return ProviderView(reader.read, max_age=max_age, siblings=siblings)
+    taken = TakenReads(reader.read, shared, newer_than=max_age / 2)
+    return ProviderView(taken, max_age=max_age, siblings=siblings, began=lambda: taken.began)

@@ -74,8 +74,11 @@ class Published:
 class SharedReads:
     """The turn and the last read of the workers of one service (one per worker)."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, *, reader: str = 'the compute services reader',
+                 without: str = 'reads in its turn'):
         self.directory = directory
+        # For the log: who the reader is, and what a worker does when it does not answer.
+        self._reader_name, self._without = reader, without
         self._turn_path = os.path.join(directory, 'turn')
         self._keys_path = os.path.join(directory, 'keys')
         self.reader_path = os.path.join(directory, 'reader')
@@ -85,12 +88,13 @@ class SharedReads:
         self._socket_pid = 0
 
     @classmethod
-    def create(cls) -> SharedReads:
-        """A fresh directory (mode 0700), made before the workers are forked."""
-        directory = tempfile.mkdtemp(prefix='scheduler-nova-services-')
+    def create(cls, prefix: str = 'scheduler-nova-services-', **kwargs: str) -> SharedReads:
+        """A fresh directory (mode 0700), made before the workers are forked
+        (``kwargs``: the reader's name and what a worker does without it, for the log)."""
+        directory = tempfile.mkdtemp(prefix=prefix)
         with open(os.path.join(directory, 'turn'), 'wb') as f:
             f.write(_HEADER.pack(0, float('nan')))
-        return cls(directory)
+        return cls(directory, **kwargs)
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -116,6 +120,14 @@ class SharedReads:
         """The keys of the last change (in :meth:`turn` only); the caller checks them."""
         with open(self._keys_path, encoding='utf-8') as f:
             return json.load(f)
+
+    def advance(self, read_at: float) -> Published:
+        """A change, begun at ``read_at``, that the caller wrote to files of its own in
+        the directory (in :meth:`turn` only)."""
+        assert self._fd is not None
+        published = Published(self.published().change + 1, read_at)
+        os.pwrite(self._fd, _HEADER.pack(published.change, read_at), 0)
+        return published
 
     def publish(self, read_at: float, keys: list | None = None) -> Published:
         """A read begun at ``read_at`` (in :meth:`turn` only); ``keys`` when it changed
@@ -171,12 +183,12 @@ class SharedReads:
                     return False
                 if read_at >= wanted_after:  # not an answer to an earlier question
                     return True
-            LOG.warning('the compute services reader did not answer in %.0fs; this '
-                        'worker reads in its turn', wait)
+            LOG.warning('%s did not answer in %.0fs; this worker %s', self._reader_name,
+                        wait, self._without)
         except OSError as e:
             if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-                LOG.warning('the compute services reader could not be asked (%s); this '
-                            'worker reads in its turn', e)
+                LOG.warning('%s could not be asked (%s); this worker %s', self._reader_name,
+                            e, self._without)
         return False
 
     def _reader_alive(self) -> bool:

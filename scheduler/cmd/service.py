@@ -22,6 +22,7 @@ from oslo_log import log as oslo_logging
 from scheduler import conf as scheduler_conf
 from scheduler import exceptions as exc
 from scheduler.catalog.nova_sync import reads_service_states
+from scheduler.catalog.shared_provider_reads import SharedProviderReads
 from scheduler.catalog.shared_services import SharedReads
 from scheduler.conf.scheduler import provider_view_on
 from scheduler.memory import heap
@@ -34,13 +35,17 @@ EXIT_CONFIG = 2
 _MIN_WORKER_LIFETIME = 5.0
 # prctl(2): the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
-# The index of the compute services reader among the supervisor's children.
+# The indexes of the compute services reader and of the provider view's reader
+# among the supervisor's children.
 _READER = -1
+_PROVIDER_READER = -2
+_KINDS = {_READER: 'compute services reader', _PROVIDER_READER: 'provider view reader'}
 
 
 def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
                claims_board: ClaimsBoard | None = None,
-               service_reads: SharedReads | None = None) -> int:
+               service_reads: SharedReads | None = None,
+               provider_reads: SharedProviderReads | None = None) -> int:
     """Serve until SIGTERM/SIGINT, then drain in-flight calls; returns the exit code."""
     from scheduler.service import SchedulerService  # after fork: own transport, threads
 
@@ -51,7 +56,8 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
         signal.signal(sig, lambda *_: stop.set())
     try:
         service = SchedulerService(conf, worker_index=worker_index,
-                                   claims_board=claims_board, service_reads=service_reads)
+                                   claims_board=claims_board, service_reads=service_reads,
+                                   provider_reads=provider_reads)
     except exc.ConfigurationError as e:
         LOG.error('cannot start: %s', e)
         return EXIT_CONFIG
@@ -74,12 +80,19 @@ def run_worker(conf: cfg.ConfigOpts, worker_index: int = 0,
     return 0
 
 
-def run_services_reader(conf: cfg.ConfigOpts, service_reads: SharedReads) -> int:
-    """Read the compute services' state for the workers until SIGTERM/SIGINT."""
-    from scheduler.catalog import services_reader  # after fork: its own connections
+def run_reader(conf: cfg.ConfigOpts, index: int,
+               shared: SharedReads | SharedProviderReads) -> int:
+    """Read for the workers until SIGTERM/SIGINT: the compute services' state
+    (``_READER``), or the provider view's changes (``_PROVIDER_READER``)."""
+    # After fork: its own connections.
+    from scheduler.catalog import provider_reader, services_reader
 
     try:
-        return services_reader.run(conf, service_reads)
+        if index == _READER:
+            assert isinstance(shared, SharedReads)
+            return services_reader.run(conf, shared)
+        assert isinstance(shared, SharedProviderReads)
+        return provider_reader.run(conf, shared)
     except exc.ConfigurationError as e:   # the workers refuse it too: the service stops
         LOG.error('cannot start: %s', e)
         return EXIT_CONFIG
@@ -117,6 +130,12 @@ class Supervisor:
         # of the service's own (made before they are forked:
         # scheduler/catalog/shared_services.py).
         self.service_reads = SharedReads.create() if reads_service_states(conf) else None
+        # The provider views' reads of Placement's database, made once for all the
+        # workers by a reader of the service's own
+        # (scheduler/catalog/shared_provider_reads.py).
+        self.provider_reads = (SharedProviderReads.create()
+                               if provider_view_on(conf) and workers > 1
+                               and conf.scheduler.provider_view_shared_reads else None)
 
     def _spawn(self, index: int) -> None:
         parent = os.getpid()
@@ -129,11 +148,13 @@ class Supervisor:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, signal.SIG_DFL)
                 _stop_when_parent_dies(parent)
-                if index == _READER:
-                    assert self.service_reads is not None
-                    code = run_services_reader(self.conf, self.service_reads)
+                if index in _KINDS:
+                    shared = self.service_reads if index == _READER else self.provider_reads
+                    assert shared is not None
+                    code = run_reader(self.conf, index, shared)
                 else:
-                    code = run_worker(self.conf, index, self.claims_board, self.service_reads)
+                    code = run_worker(self.conf, index, self.claims_board, self.service_reads,
+                                      self.provider_reads)
             except Exception:
                 LOG.exception('worker crashed')
             finally:
@@ -155,10 +176,12 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._terminate)
         if self.service_reads is not None:
             self._spawn(_READER)
+        if self.provider_reads is not None:
+            self._spawn(_PROVIDER_READER)
         for index in range(self.workers):
             self._spawn(index)
         LOG.info('supervising %d workers: %s', self.workers,
-                 sorted(pid for pid, index in self.indexes.items() if index != _READER))
+                 sorted(pid for pid, index in self.indexes.items() if index not in _KINDS))
         deadline: float | None = None
         code = 0
         while self.children:
@@ -177,7 +200,7 @@ class Supervisor:
             started = self.children.pop(pid, time.monotonic())
             index = self.indexes.pop(pid, 0)
             exit_code = os.waitstatus_to_exitcode(status)
-            kind = 'compute services reader' if index == _READER else 'worker'
+            kind = _KINDS.get(index, 'worker')
             if self.stopping:
                 continue
             if exit_code == EXIT_CONFIG:
@@ -190,8 +213,9 @@ class Supervisor:
                 time.sleep(_MIN_WORKER_LIFETIME)
             if not self.stopping:
                 self._spawn(index)
-        if self.service_reads is not None:
-            self.service_reads.remove()
+        for shared in (self.service_reads, self.provider_reads):
+            if shared is not None:
+                shared.remove()
         return code
 
 

@@ -15,7 +15,10 @@ them (the overlay), so its own requests do not pile onto a host it just filled; 
 schedulers' claims are seen at the next read, and until then Placement refuses
 what no longer fits: a stale view costs a retry, never an overcommit. A claim
 made while a read is under way may be counted twice until the next read (the
-host looks fuller than it is), never missed.
+host looks fuller than it is), never missed: each claim is kept with when it was
+made, and a snapshot takes those made since its read began. With several workers,
+that read may be one the service's reader began before the worker asked for it
+(scheduler/catalog/shared_provider_reads.py).
 """
 from __future__ import annotations
 
@@ -103,9 +106,13 @@ class ProviderViewError(SchedulerError):
 class ProviderView:
     def __init__(self, read: Reader, *, max_age: float,
                  clock: Callable[[], float] = time.monotonic,
-                 read_behind: bool = True, siblings: WorkerBoard | None = None):
+                 read_behind: bool = True, siblings: WorkerBoard | None = None,
+                 began: Callable[[], float | None] | None = None):
         self.max_age = max_age
         self._read_changes = read
+        # When the read of the snapshot ``read`` returned began, when that is not when
+        # it was called (one the service's reader had made: shared_provider_reads).
+        self._began = began
         self._clock = clock
         # A snapshot older than max_age is read again on a thread of its own while
         # requests go on with the one they have (reading 10,000 providers takes
@@ -125,16 +132,17 @@ class ProviderView:
         self._stale = False
         self._reading = False
         self._overlay: dict[str, dict[str, int]] = {}
-        # Claims kept since the read under way began: the next snapshot's overlay.
-        self._since_read: dict[str, dict[str, int]] | None = None
+        # The claims in the overlay, each with when it was made and its number
+        # (claims kept so far): the next snapshot's overlay is those made since its
+        # read began.
+        self._claims: list[tuple[float, int, Mapping[str, Mapping[str, int]]]] = []
+        self._kept = 0
         #: Snapshots read so far (for the status and the tests).
         self.reads = 0
         # Every host of the latest snapshot as a table, for requests to fork.
         self._tables = ViewTables()
         # The service's other workers' claims (siblings.py): None, one worker.
         self._siblings = siblings
-        # When the read under way began (a sibling's claim since then is not in it).
-        self._reading_since = float('inf')
 
     def warm(self, catalog: HostData, default_availability_zone: str = 'nova') -> None:
         """The first, whole read and the table of its hosts, before the worker takes
@@ -142,12 +150,11 @@ class ProviderView:
         waiting for it (seconds at 50,000 providers with the service's workers all
         starting at once). ProviderViewError when the read fails: the first request
         then reads again."""
-        started = self._clock()
-        snapshot = self._read()
+        snapshot, began, counted = self._read()
         with self._lock:
             if self._snapshot is not None:
                 return      # a request read meanwhile
-            self._install(snapshot, started, {})
+            self._install(snapshot, began, counted)
         self._tables.hosts(snapshot, catalog,
                            default_availability_zone=default_availability_zone)
 
@@ -211,7 +218,7 @@ class ProviderView:
         later) still shows until then: the host looks fuller than it is, never
         emptier."""
         with self._lock:
-            self._add(allocations, (self._overlay, self._since_read))
+            self._keep(self._clock(), allocations)
         if self._siblings is not None:
             self._siblings.publish(allocations)
 
@@ -225,24 +232,19 @@ class ProviderView:
         same worker refused again on the same host, half of those within 0.13 s."""
         with self._lock:
             # A read under way may have begun before the other scheduler's claim:
-            # its snapshot keeps the refusal too. One started from here on sees it.
-            self._add(allocations, (self._overlay, self._since_read))
+            # its snapshot keeps the refusal too. One begun from here on sees it.
+            self._keep(self._clock(), allocations)
             if self._snapshot is not None and self._read_behind:
                 self._start_read_behind()
             else:
                 self._read_at = float('-inf')
 
-    @staticmethod
-    def _add(allocations: Mapping[str, Mapping[str, int]],
-             overlays: tuple[dict[str, dict[str, int]] | None, ...]) -> None:
+    def _keep(self, at: float, allocations: Mapping[str, Mapping[str, int]]) -> None:
         # Under the lock.
-        for overlay in overlays:
-            if overlay is None:
-                continue
-            for rp, resources in allocations.items():
-                used = overlay.setdefault(rp, {})
-                for rc, amount in resources.items():
-                    used[rc] = used.get(rc, 0) + int(amount)
+        self._claims.append((at, self._kept,
+                             {rp: dict(used) for rp, used in allocations.items()}))
+        self._kept += 1
+        _add(self._overlay, allocations)
 
     def _current(self) -> tuple[ProviderSnapshot, dict[str, dict[str, int]], bool]:
         with self._lock:
@@ -264,8 +266,7 @@ class ProviderView:
             # idle (no request queues behind the read, and deciding from the old view
             # would weigh other schedulers' latest hosts as if they were empty), or
             # any read without read_behind: the request waits for it.
-            started = self._clock()
-            self._install(self._read(), started, {})
+            self._install(*self._read())
             # The requests that queued behind this read find the worker busy: a read
             # longer than max_age (50,000 providers under load) must not make each of
             # them read again in turn.
@@ -282,10 +283,12 @@ class ProviderView:
         half of the time they still cost a third of it."""
         return max(self.max_age, self._read_took / READ_SHARE)
 
-    def _read(self) -> ProviderSnapshot:
-        """The next snapshot: what changed since the last one (all of it the first time)."""
+    def _read(self) -> tuple[ProviderSnapshot, float, int]:
+        """The next snapshot (what changed since the last one; all of it the first
+        time), when its read began, and how many claims had been kept when this
+        worker began it (those kept since are not in it, whatever their time)."""
         with self._read_lock:
-            previous, started = self._snapshot, self._clock()
+            previous, counted, started = self._snapshot, self._kept, self._clock()
             snapshot = self._read_changes(previous)
             if previous is not None:
                 # Only reads of changes: those are what a busy worker repeats. Four
@@ -293,34 +296,40 @@ class ProviderView:
                 # on its first snapshot for several seconds under load, deciding on
                 # hosts the others had been claiming since.
                 self._read_took = self._clock() - started
-            return snapshot
+            began = self._began() if self._began is not None else None
+            return snapshot, started if began is None else began, counted
 
     def _start_read_behind(self) -> None:
         # Under the lock; one read at a time.
         if not self._reading:
-            self._reading, self._since_read = True, {}
-            self._reading_since = self._clock()
-            threading.Thread(target=self._read_behind_requests, args=(self._clock(),),
+            self._reading = True
+            threading.Thread(target=self._read_behind_requests,
                              name='provider-view-read', daemon=True).start()
 
-    def _read_behind_requests(self, started: float) -> None:
+    def _read_behind_requests(self) -> None:
         try:
-            snapshot = self._read()
+            snapshot, began, counted = self._read()
         except Exception as e:  # noqa: BLE001 - a thread that died would never read again
             LOG.warning('provider view: %s; the next request reads it again',
                         e if isinstance(e, ProviderViewError) else type(e).__name__)
             with self._lock:
-                self._reading, self._since_read, self._stale = False, None, True
+                self._reading, self._stale = False, True
             return
         with self._lock:
             self._reading = False
-            since, self._since_read = self._since_read or {}, None
-            if started >= self._read_at:   # never replace a newer read
-                self._install(snapshot, started, since)
+            if began >= self._read_at:   # never replace a newer read
+                self._install(snapshot, began, counted)
 
-    def _install(self, snapshot: ProviderSnapshot, started: float,
-                 overlay: dict[str, dict[str, int]]) -> None:
-        self._snapshot, self._read_at, self._overlay = snapshot, started, overlay
+    def _install(self, snapshot: ProviderSnapshot, began: float, counted: int) -> None:
+        """Under the lock: ``snapshot``, whose read began at ``began``, with the claims
+        made since then and those kept after this worker began it (a claim made
+        while the read was under way may be in it too: counted twice until the next
+        read, the host looks fuller, never emptier)."""
+        self._snapshot, self._read_at = snapshot, began
+        self._claims = [kept for kept in self._claims if kept[0] > began or kept[1] >= counted]
+        self._overlay = {}
+        for _, _, claim in self._claims:
+            _add(self._overlay, claim)
         self._stale = False
         self.reads += 1
 
@@ -333,8 +342,13 @@ class ProviderView:
     def _take_siblings_claims(self) -> None:
         # Under the lock. A claim made before a read began is in what it read.
         for at, rp, rc, amount in self._siblings.new():  # type: ignore[union-attr]
-            claim = {rp: {rc: amount}}
             if at >= self._read_at:
-                self._add(claim, (self._overlay,))
-            if self._reading and at >= self._reading_since:
-                self._add(claim, (self._since_read,))
+                self._keep(at, {rp: {rc: amount}})
+
+
+def _add(overlay: dict[str, dict[str, int]], allocations: Mapping[str, Mapping[str, int]]
+         ) -> None:
+    for rp, resources in allocations.items():
+        used = overlay.setdefault(rp, {})
+        for rc, amount in resources.items():
+            used[rc] = used.get(rc, 0) + int(amount)

@@ -1,7 +1,8 @@
 """``scheduler-service`` as operators run it: a process, a config file, RabbitMQ.
 
 Several workers share the ``scheduler`` queue; a worker that dies is
-replaced, and so is the compute services reader the workers ask; SIGTERM lets
+replaced, and so are the compute services reader and the provider view reader
+the workers ask; SIGTERM lets
 calls in flight finish before the process exits; a configuration that cannot
 work stops start-up with an error naming the option.
 """
@@ -158,6 +159,57 @@ connection = sqlite:///{placement.db_path}
     assert sum(value(scrape(p), 'scheduler_claim_conflicts_total', kind='capacity')
                for p in (port, port + 1)) == 0
     transport.cleanup()
+
+
+def test_the_provider_view_reader_serves_the_workers_and_is_replaced_when_it_dies(
+        service_process, placement, placement_client):
+    """With the provider view on and two workers, a third child reads the view's
+    changes for both (scheduler/catalog/provider_reader.py) and the workers take
+    its reads. Killed, it is started again; meanwhile the workers read on their
+    own, and every request is placed."""
+    # Enough hosts that a read of changes takes less than a quarter of them (the
+    # reader would read them whole, which the workers cannot take).
+    for i in range(16):
+        add_host(placement_client, f'shared-reads-{i}')
+    port = two_free_ports()
+    process, client, _ = service_process(workers=2, extra=f"""
+[scheduler]
+provider_view = true
+provider_view_max_age = 0.05
+metrics_listen = 127.0.0.1:{port}
+[placement_database]
+connection = sqlite:///{placement.db_path}
+""")
+
+    def reader_pid() -> int | None:
+        pids = [int(line.split('provider view reader ', 1)[1].split()[0])
+                for line in process.output().splitlines()
+                if 'provider view reader ' in line and 'serving the workers' in line]
+        return pids[-1] if pids and pids[-1] in process.workers() else None
+
+    def reads(source: str) -> float:
+        return sum(value(scrape(p), 'scheduler_provider_view_reads_total', source=source)
+                   for p in (port, port + 1))
+
+    first = wait_for(reader_pid, 'the provider view reader')
+    assert len(process.workers()) == 3
+
+    def placed_after_a_shared_read() -> bool:
+        assert select(client, boot_spec(), new_uuids(1))
+        return reads('shared') > 0
+    wait_for(placed_after_a_shared_read, 'a worker to take the reader\'s read')
+
+    os.kill(first, signal.SIGKILL)
+    own = reads('own')
+    for _ in range(4):
+        assert select(client, boot_spec(), new_uuids(1))
+    second = wait_for(lambda: (pid := reader_pid()) not in (None, first) and pid,
+                      'a new provider view reader')
+    assert reads('own') > own
+    shared = reads('shared')
+    wait_for(lambda: select(client, boot_spec(), new_uuids(1)) and reads('shared') > shared,
+             'a worker to take the new reader\'s read')
+    assert second in process.workers()
 
 
 def test_sigterm_lets_the_call_in_flight_finish(service_process, placement_client, tmp_path):

@@ -266,6 +266,29 @@ def test_an_old_snapshot_is_read_again_behind_the_requests_which_do_not_wait():
     assert used(found, 'a') == 4
 
 
+def test_a_read_the_service_s_reader_began_before_the_worker_asked_keeps_the_claims_since_then():
+    # With shared reads, the snapshot a worker takes may come from a read begun
+    # before it asked (up to half of max_age): its claims made after that read
+    # began are not in it, whenever the worker asked, and stay counted; those
+    # made before it are in it and leave the overlay.
+    now = [0.0]
+    began = [0.0]
+    reads = Reads(snapshot(('a', 8, 0), ('b', 8, 0)), snapshot(('a', 8, 2), ('b', 8, 0)))
+    view = ProviderView(reads, max_age=1.0, clock=lambda: now[0], read_behind=False,
+                        began=lambda: began[0])
+    view.match(vcpus(1))
+    now[0] = 0.2
+    view.claimed({uuid_for('a'): {'VCPU': 2}})     # in the reader's next read
+    now[0] = 0.6
+    view.claimed({uuid_for('b'): {'VCPU': 3}})     # after that read began
+
+    now[0], began[0] = 1.5, 0.4
+    found, _ = view.match(vcpus(1))
+
+    assert reads.count == 2
+    assert (used(found, 'a'), used(found, 'b')) == (2, 3)
+
+
 def test_after_an_idle_spell_the_request_waits_for_a_read_instead_of_deciding_on_an_old_view():
     # Nothing else asked since: no request queues behind the read, and what other
     # schedulers claimed meanwhile counts (a decision on the old view would weigh

@@ -72,7 +72,8 @@ def test_a_worker_limits_its_arenas_first_and_gives_start_ups_free_memory_back_b
     monkeypatch.setattr(heap, 'release_free_memory', lambda: events.append('release'))
 
     class Service:
-        def __init__(self, conf, worker_index, claims_board=None, service_reads=None):
+        def __init__(self, conf, worker_index, claims_board=None, service_reads=None,
+                     provider_reads=None):
             events.append('built')
             self.transport = SimpleNamespace(cleanup=lambda: None)
 
@@ -104,6 +105,6 @@ def test_a_compute_services_reader_whose_options_cannot_work_stops_the_service(m
         'nova.endpoint_override': 'http://127.0.0.1:9/v2.1', 'nova.microversion': '2.88'})
     reads = SharedReads.create()
     try:
-        assert cmd.run_services_reader(conf, reads) == cmd.EXIT_CONFIG
+        assert cmd.run_reader(conf, cmd._READER, reads) == cmd.EXIT_CONFIG
     finally:
         reads.remove()
