@@ -22,6 +22,7 @@ import logging
 import os
 import pathlib
 import random
+import re
 import shutil
 import socket
 import tempfile
@@ -356,7 +357,23 @@ class RunningService:
 
     def worker_pids(self) -> list[int]:
         """The processes that serve calls: the service itself with one worker."""
-        return [self.pid] if self.workers == 1 else sorted(self.process.workers())
+        if self.workers == 1:
+            return [self.pid]
+        readers = set(self.reader_pids())
+        return sorted(pid for pid in self.process.workers() if pid not in readers)
+
+    def reader_pids(self) -> list[int]:
+        """The service's readers (the compute services', the provider view's): children
+        of the service that read for its workers and serve no call."""
+        if self.workers == 1:
+            return []
+        children = self.process.workers()
+        return sorted({int(pid) for pid in _READER_STARTED.findall(self.process.output())}
+                      & children)
+
+
+#: The line a reader of the service logs when it starts (its pid).
+_READER_STARTED = re.compile(r'reader (\d+) serving the workers')
 
 
 def _free_port() -> int:

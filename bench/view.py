@@ -373,6 +373,7 @@ def _view_queries(scraped: Counter) -> Counter:
 
 _STAGE = re.compile(r'^scheduler_stage_seconds_(sum|count)\{stage="([^"]*)"\}$')
 _TURN_WAIT = re.compile(r'^scheduler_decision_turn_wait_seconds_sum\{when="([^"]*)"\}$')
+_VIEW_READS = re.compile(r'^scheduler_provider_view_reads_total\{source="([^"]*)"\}$')
 
 
 def time_spent(scraped: Counter, latencies: list[float]) -> str:
@@ -395,6 +396,11 @@ def time_spent(scraped: Counter, latencies: list[float]) -> str:
              for stage, (total, count) in sorted(stages.items())]
     parts += [f'waiting for a turn ({when}) {total * per_call:.0f} ms'
               for when, total in sorted(waits.items())]
+    reads = {found.group(1): value for name, value in scraped.items()
+             if (found := _VIEW_READS.match(name))}
+    if reads:
+        parts.append('view reads taken ' + ', '.join(
+            f'{source} {count:.0f}' for source, count in sorted(reads.items())))
     return (f'mean call at the client {statistics.fmean(latencies) * 1000:.0f} ms, in a worker '
             f'{scraped["scheduler_select_destinations_seconds_sum"] * per_call:.0f} ms: '
             + ', '.join(parts) + f' (per request, {calls:.0f} requests with the warm-up)')
@@ -576,6 +582,9 @@ class Options:
     concurrent_decisions: int = option_default('concurrent_decisions')
     #: ``[scheduler] view_claims_without_turn`` of the view's service
     view_claims_without_turn: int = option_default('view_claims_without_turn')
+    #: Every worker reads its view on its own (``[scheduler]
+    #: provider_view_shared_reads = false``), as before the service's reader.
+    own_reads: bool = False
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO
     fill_seconds: float = DEFAULT_FILL_SECONDS
@@ -623,6 +632,7 @@ def _view_config(dep: deploy.Deployment, opts: Options) -> str:
             f'provider_view_max_age = {opts.max_age}\n'
             f'concurrent_decisions = {opts.concurrent_decisions}\n'
             f'view_claims_without_turn = {opts.view_claims_without_turn}\n'
+            f'provider_view_shared_reads = {not opts.own_reads}\n'
             f'[placement_database]\nconnection = {_database_url(dep)}\n')
 
 
@@ -888,12 +898,16 @@ def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
         filling = run.view_fill(client, svc)
         sampled = run.regret(client, svc.config) if query_ceiling is not None else []
         peaks = _peak_rss_mb(svc.worker_pids())
+        readers = _peak_rss_mb(svc.reader_pids())
         deploy.delete_consumers(dep.url, filling.consumers + sampled)
     big = run.n >= 50000
     run.row('peak memory per worker (VmHWM)', max(peaks, default=float('nan')), unit='MB',
             target=f'<= {WORKER_MEMORY_MB} MB at 50,000' if big else None,
             passed=(max(peaks) <= WORKER_MEMORY_MB) if big and peaks else None,
             note=', '.join(f'{p:.0f}' for p in peaks))
+    if readers:
+        # Not a worker: it serves no call and holds one snapshot, no request's columns.
+        run.row('peak memory of the provider view reader (VmHWM)', max(readers), unit='MB')
     run.read_back()
     return viewed
 
