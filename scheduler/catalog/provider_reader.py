@@ -42,13 +42,17 @@ class Publisher:
         """When the read published began; None when it failed (logged: the workers
         then read on their own)."""
         started = self._clock()
+        previous = self._snapshot
         try:
-            self._snapshot = self._reader.read(self._snapshot)
+            self._snapshot = self._reader.read(previous)
         except ProviderViewError as e:
             LOG.warning('provider view: %s; the workers read on their own', e)
             return None
+        changes = self._reader.last_changes
+        if changes is not None and previous is not None:
+            changes = changes.that_moved(previous, self._snapshot)
         try:
-            self._shared.publish(started, self._reader.last_changes)
+            self._shared.publish(started, changes)
         except OSError as e:
             LOG.warning('the provider view\'s read could not be published (%s)', e)
             return None

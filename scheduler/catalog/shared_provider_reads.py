@@ -191,7 +191,9 @@ class TakenReads:
                                                 or read.began > self._own_began)
                for read in reads):
             return None
-        changes = [read for read in reads if isinstance(read, Changes)]
+        changes = [read for read in reads if isinstance(read, Changes) and len(read.ids)]
+        # Nothing moved: the snapshot stays the same object, and so does what the
+        # worker keeps per snapshot (its table of hosts, the search's columns).
         snapshot = (functools.reduce(Changes.then, changes).apply(previous) if changes
                     else previous)
         if snapshot is None:

@@ -160,3 +160,29 @@ def test_a_read_that_took_nothing_again_changes_only_the_marks():
 
     assert taken is not None and taken.marks == 'new'
     assert state_of(taken) == state_of(snapshot)
+
+
+def test_the_reader_publishes_only_the_providers_that_moved_of_those_it_read_again():
+    # A read takes a slice of providers again whatever their generation says; of
+    # those, only what moves no generation (an allocation deleted, an aggregate set
+    # below microversion 1.19) is news to a worker.
+    for seed in range(20):
+        rng = random.Random(seed)
+        before = random_database(rng, 12)
+        after, written_ids = written(rng, before, rng.randint(0, 3))
+        unmoved = [i for i in sorted(after) if i not in written_ids]
+        deleted, regrouped = rng.sample(unmoved, 2)
+        after[deleted]['usages'] = {}
+        after[regrouped]['aggregates'] = {AGGREGATES[0]} ^ after[regrouped]['aggregates']
+        read_again = sorted(set(written_ids) | {deleted, regrouped} | set(rng.sample(unmoved, 4)))
+        old = whole_read(before)
+        read = read_of(after, read_again)
+        new = read.apply(old)
+        assert new is not None
+
+        moved = read.that_moved(old, new)
+
+        expected = {i for i in read_again if state_of(whole_read({i: before[i]}))
+                    != state_of(whole_read({i: after[i]}))}
+        assert set(moved.ids.tolist()) == expected, seed
+        assert state_of(moved.apply(old)) == state_of(whole_read(after)), seed
