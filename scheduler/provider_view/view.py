@@ -239,11 +239,13 @@ class ProviderView:
             else:
                 self._read_at = float('-inf')
 
-    def _keep(self, at: float, allocations: Mapping[str, Mapping[str, int]]) -> None:
-        # Under the lock.
-        self._claims.append((at, self._kept,
+    def _keep(self, at: float, allocations: Mapping[str, Mapping[str, int]], *,
+              own: bool = True) -> None:
+        # Under the lock. A sibling's claim is taken in at a match, maybe long after
+        # it was made: only its time says whether a read has it.
+        self._claims.append((at, self._kept if own else -1,
                              {rp: dict(used) for rp, used in allocations.items()}))
-        self._kept += 1
+        self._kept += own
         _add(self._overlay, allocations)
 
     def _current(self) -> tuple[ProviderSnapshot, dict[str, dict[str, int]], bool]:
@@ -343,7 +345,7 @@ class ProviderView:
         # Under the lock. A claim made before a read began is in what it read.
         for at, rp, rc, amount in self._siblings.new():  # type: ignore[union-attr]
             if at >= self._read_at:
-                self._keep(at, {rp: {rc: amount}})
+                self._keep(at, {rp: {rc: amount}}, own=False)
 
 
 def _add(overlay: dict[str, dict[str, int]], allocations: Mapping[str, Mapping[str, int]]

@@ -20,7 +20,15 @@ from scheduler.pipeline.spread import IN_FLIGHT, OWN_LANE, Spread
 from scheduler.provider_view.siblings import MARGIN, ClaimsBoard
 from scheduler.provider_view.view import ProviderView
 from tests.builders import service_conf, uuid_for
-from tests.unit.test_provider_view import Reads, hosts_of, snapshot, used, vcpus
+from tests.unit.test_provider_view import (
+    Reads,
+    hosts_of,
+    second_read_held,
+    snapshot,
+    used,
+    vcpus,
+    wait_for_reads,
+)
 
 
 def test_a_worker_reads_each_sibling_s_claims_once_and_never_its_own():
@@ -101,6 +109,34 @@ def test_a_view_shows_the_siblings_claims_made_since_its_read_not_before():
 
     found, _ = view.match(vcpus(3))
     assert hosts_of(found) == {uuid_for('b')} and used(found, 'a') == 7
+
+
+def test_a_sibling_s_claim_taken_in_during_a_read_begun_after_it_is_not_counted_twice():
+    # A sibling's claim is taken into the view at a match, maybe after a read that
+    # already holds it began: its time, not when it was taken in, says so.
+    now, sibling_now = [0.0], [0.0]
+    board = ClaimsBoard(2)
+    sibling = board.of_worker(1, clock=lambda: sibling_now[0])
+    read, read_may_end = second_read_held(snapshot(('a', 8, 0), ('b', 8, 0)),
+                                          snapshot(('a', 8, 5), ('b', 8, 0)))
+    view = ProviderView(read, max_age=1.0, clock=lambda: now[0],
+                        siblings=board.of_worker(0, clock=lambda: now[0]))
+    view.match(vcpus(1))
+    now[0] = 0.6
+    view.match(vcpus(1))                       # busy: the next read goes behind
+    now[0] = 1.2
+    view.match(vcpus(1))                       # the read behind begins at 1.2
+    sibling_now[0] = 1.0
+    sibling.publish({uuid_for('a'): {'VCPU': 5}})   # made before it: in what it reads
+    now[0] = 1.3
+    found, _ = view.match(vcpus(1))            # taken in now
+    assert used(found, 'a') == 5
+
+    read_may_end.set()
+    wait_for_reads(view, 2)
+    found, _ = view.match(vcpus(1))
+
+    assert used(found, 'a') == 5
 
 
 def test_a_view_s_own_claims_reach_its_siblings():
