@@ -12,6 +12,10 @@ the request spec nova-conductor would send), go through what a request asks of t
 requests of those it looks at) and then the table of its hosts
 (``Match.hosts_of_table`` over a catalog of the cloud's hosts file).
 
+Rows before those: what a worker spends taking a read of changes from the
+service's provider view reader into that snapshot (:data:`TAKEN` providers read
+again; scheduler/catalog/shared_provider_reads.py).
+
 No service, no Placement, no database: the rows are the decision's CPU alone,
 per kind and over the mix, to compare a change to the view before a run of
 bench.view (minutes at 50,000 providers) says what it does to throughput. A
@@ -33,6 +37,8 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from bench.cli import settings_from, settings_parser
 from bench.nested import view_decision
 from bench.report import Row, render, write_json
@@ -40,7 +46,8 @@ from bench.seed_sql import DISABLED_TRAIT
 from bench.synthetic import SyntheticCloud, make_cloud
 from bench.view import kinds_for, option_default, pick
 from scheduler.catalog import HostCatalog
-from scheduler.provider_view.snapshot import ProviderSnapshot
+from scheduler.catalog.provider_changes import Changes
+from scheduler.provider_view.snapshot import Keyed, ProviderSnapshot
 from scheduler.provider_view.view import ProviderView
 from scheduler.request.filters import load_request_filters, run_request_filters
 from scheduler.request.translate import build_query
@@ -126,7 +133,7 @@ def run(opts: Options) -> list[Row]:
     if profiler:
         profiler.disable()
         profiler.dump_stats(opts.profile)
-    rows = []
+    rows = take_costs(snapshot, np.random.default_rng(opts.seed))
     everything = [s for samples in spent.values() for s in samples]
     for name, samples in sorted(spent.items()) + [('the workload\'s mix', everything)]:
         for part, label in ((0, 'match'), (1, 'host table')):
@@ -135,6 +142,52 @@ def run(opts: Options) -> list[Row]:
                             note=f'mean of {len(samples)} requests, '
                                  f'{len(snapshot):,} providers'))
     return rows
+
+
+#: Providers a read of changes takes again, for the rows on taking one in: a few
+#: claims' providers, and those with the refresh slice of 103,177 providers at the
+#: defaults (``provider_view_full_read_interval`` 60 s over ``max_age`` 0.25 s).
+TAKEN = (30, 430)
+
+
+def take_costs(snapshot: ProviderSnapshot, rng: np.random.Generator,
+               repeat: int = 7) -> list[Row]:
+    """What a worker spends taking a read of changes into its snapshot
+    (:meth:`Changes.apply`), by the number of providers read again: each one's rows
+    as a read after a claim finds them (a generation and a unit of usage more)."""
+    rows = []
+    for size in TAKEN:
+        spent = []
+        for _ in range(repeat):
+            changes = _read_after_claims(
+                snapshot, np.sort(rng.choice(len(snapshot), size, replace=False)))
+            begin = time.process_time()
+            changes.apply(snapshot)
+            spent.append((time.process_time() - begin) * 1000)
+        rows.append(Row(f'take in a read of changes: {size} providers', len(snapshot),
+                        statistics.median(spent), note=f'median of {repeat}, CPU ms'))
+    return rows
+
+
+def _read_after_claims(snapshot: ProviderSnapshot, rows: np.ndarray) -> Changes:
+    codes: dict[str, int] = {}
+    inventories, usages, traits = [], [], []
+    for row, pid in zip(rows.tolist(), snapshot.ids[rows].tolist(), strict=True):
+        for rc, (*values, used) in snapshot.inventory_of(row).items():
+            code = codes.setdefault(rc, len(codes))
+            inventories.append((pid, code, *values))
+            usages.append((pid, code, used + 1))
+        traits.extend((pid, codes.setdefault(t, len(codes))) for t in snapshot.traits.of(row))
+    names = {code: name for name, code in codes.items()}
+
+    def keyed(found: list[tuple], width: int, dtype: type = np.int64) -> Keyed:
+        table = np.array(found, dtype=np.float64).reshape(len(found), 2 + width)
+        return Keyed(table[:, 0].astype(np.int64), table[:, 1].astype(np.int64), names,
+                     table[:, 2:].astype(dtype))
+
+    return Changes(snapshot.ids[rows], snapshot.generations[rows] + 1,
+                   inventories=keyed(inventories, 6, np.float64), usages=keyed(usages, 1),
+                   traits=keyed(traits, 0), aggregates=keyed([], 0), marks=None)
 
 
 def main(argv: list[str] | None = None) -> int:
