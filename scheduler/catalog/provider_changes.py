@@ -103,7 +103,10 @@ def _differs(before: Inventory | None, after: Inventory | None, rows: np.ndarray
     if before is None and after is None:
         return np.zeros(len(rows), dtype=bool)
     if before is None or after is None:
-        return (before or after).locate(rows)[1]  # type: ignore[union-attr]
+        # An inventory is falsy when empty (its length): test for None.
+        held = before if before is not None else after
+        assert held is not None
+        return held.locate(rows)[1]
     at_before, in_before = before.locate(rows)
     at_after, in_after = after.locate(rows)
     differs = in_before != in_after
