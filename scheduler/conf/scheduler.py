@@ -96,10 +96,11 @@ nova_opts = [
                      'all of them, in a process of the service\'s own, instead of once per '
                      'worker: a worker whose view is older than ``provider_view_max_age`` '
                      'asks it for a read, takes one begun up to half of that before it asked, '
-                     'and adds to its own view what every read since its last took again. '
+                     'and adds to its own view what moved in every read since its last. '
                      'Placement\'s database then serves one worker\'s reads, not every '
-                     'worker\'s. A worker reads on its own when that process does not '
-                     'answer within two seconds, and for its first read.'),
+                     'worker\'s. A worker reads on its own for its first read, when that '
+                     'process does not answer within two seconds, and after that process '
+                     'read every provider (its first read; providers created or deleted).'),
     cfg.FloatOpt('provider_view_full_read_interval', default=60.0, min=1.0, max=3600.0,
                  help='Every provider of the view is read again within about this many '
                       'seconds of reads, whatever its generation says: a slice of them '
