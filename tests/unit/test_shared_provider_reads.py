@@ -33,13 +33,17 @@ def shared():
     shared.remove()
 
 
-def serve(shared: SharedProviderReads, database: dict, ids: list[int]) -> threading.Event:
-    """A reader that, asked, publishes a read of ``ids`` of ``database`` as it is then."""
+def publishing(shared: SharedProviderReads, database: dict, ids: list[int]):
+    """A reader's read: it publishes a read of ``ids`` of ``database`` as it is then."""
     def read() -> float:
         started = time.monotonic()
         shared.publish(started, read_of(database, ids))
         return started
+    return read
 
+
+def serve(shared: SharedProviderReads, read) -> threading.Event:
+    """The reader serving ``read`` on a thread, until the event returned is set."""
     stop = threading.Event()
     threading.Thread(target=shared.reads.serve, args=(read, stop), daemon=True).start()
     for _ in range(500):
@@ -49,14 +53,19 @@ def serve(shared: SharedProviderReads, database: dict, ids: list[int]) -> thread
     return stop
 
 
+def a_worker(shared: SharedProviderReads, database: dict, **kwargs):
+    """A worker's reads after its first, own read: (its own reads, its reads, its snapshot)."""
+    own = OwnReads(database)
+    taken = TakenReads(own, shared, newer_than=0.0, **kwargs)
+    return own, taken, taken(None)
+
+
 def test_a_worker_takes_what_the_reader_read_since_its_own_read(shared):
     rng = random.Random(1)
     database = random_database(rng, 8)
-    own = OwnReads(database)
-    taken = TakenReads(own, shared, newer_than=0.0)
-    snapshot = taken(None)
+    own, taken, snapshot = a_worker(shared, database)
     after, ids = written(rng, database, 3)
-    stop = serve(shared, after, ids)
+    stop = serve(shared, publishing(shared, after, ids))
 
     snapshot = taken(snapshot)
 
@@ -68,12 +77,11 @@ def test_a_worker_takes_what_the_reader_read_since_its_own_read(shared):
 def test_a_worker_that_missed_more_reads_than_are_kept_reads_on_its_own(shared):
     rng = random.Random(2)
     database = random_database(rng, 8)
-    own = OwnReads(database)
-    taken = TakenReads(own, shared, newer_than=0.0)
-    snapshot = taken(None)
+    own, taken, snapshot = a_worker(shared, database)
     for _ in range(KEEP):
         shared.publish(time.monotonic(), read_of(database, [1]))
-    stop = serve(shared, database, [2])     # the read it asks for: one more than kept
+    # The read it asks for: one more than kept.
+    stop = serve(shared, publishing(shared, database, [2]))
 
     taken(snapshot)
 
@@ -84,18 +92,14 @@ def test_a_worker_that_missed_more_reads_than_are_kept_reads_on_its_own(shared):
 def test_a_worker_whose_reader_does_not_answer_in_time_reads_on_its_own(shared):
     rng = random.Random(3)
     database = random_database(rng, 4)
-    own = OwnReads(database)
-    taken = TakenReads(own, shared, newer_than=0.0, wait=0.2)
-    snapshot = taken(None)
+    own, taken, snapshot = a_worker(shared, database, wait=0.2)
     gate = threading.Event()
 
     def slow_read() -> float:
         gate.wait(5)
         return time.monotonic()
 
-    stop = threading.Event()
-    threading.Thread(target=shared.reads.serve, args=(slow_read, stop), daemon=True).start()
-    time.sleep(0.1)
+    stop = serve(shared, slow_read)
 
     taken(snapshot)
 
