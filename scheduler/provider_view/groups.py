@@ -36,7 +36,6 @@ slots fit together is the search's question.
 """
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,7 +43,7 @@ import numpy as np
 
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler.provider_view.search import Cloud, Rules, Slot
-from scheduler.provider_view.snapshot import ProviderSnapshot, int_array
+from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
 
 
 @dataclass(frozen=True)
@@ -129,10 +128,11 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     # Set operations as columns over the providers, not sorts: at 50,000 hosts the
     # sorted intersections took most of a request's 150 ms.
     anchors = _anchor_ok(snapshot, query)
-    for keys, _ in pairs:
-        has = np.zeros(len(snapshot), dtype=bool)
-        has[keys] = True
-        anchors &= has
+    # Per slot, how many providers each anchor has: whether it has one, and,
+    # for the candidate roots, where each one's run begins once the keys are sorted.
+    counts = [np.bincount(keys, minlength=len(snapshot)) for keys, _ in pairs]
+    for count in counts:
+        anchors &= count > 0
     common = np.flatnonzero(anchors)
     by_slot: list[tuple[np.ndarray, np.ndarray] | None] = []
     alone = np.ones(len(common), dtype=bool)
@@ -141,7 +141,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     # (a resourceless unsuffixed group) it checks nothing, nor does this.
     with_trait = ({trait: np.zeros(len(snapshot), dtype=bool) for trait in rules.traits}
                   if any(not slot.granular for slot in rules.slots) else {})
-    for slot, (keys, rows) in zip(rules.slots, pairs, strict=True):
+    for slot, (keys, rows), count in zip(rules.slots, pairs, counts, strict=True):
         kept = anchors[keys]
         keys, rows = keys[kept], rows[kept]
         if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():
@@ -150,10 +150,11 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
             keys, rows = keys[order], rows[order]
         # Each root's run of keys from counts, not a binary search per root: at
         # 50,000 hosts with nested trees, two searchsorted a slot were two thirds
-        # of a flat flavor's request.
-        count = np.bincount(keys, minlength=len(snapshot))
-        end = np.cumsum(count)[common]
-        start = end - count[common]
+        # of a flat flavor's request. Only the candidate roots' keys are left, in
+        # their order, so the runs add up over those roots alone.
+        held = count[common]
+        end = np.cumsum(held)
+        start = end - held
         if len(rows):
             alone &= (end - start == 1) & (rows[np.minimum(start, len(rows) - 1)] == common)
         serves[rows[rows == keys]] = True
@@ -288,24 +289,51 @@ def _fits(snapshot: ProviderSnapshot, rc: str, amount: int,
     inv = snapshot.inventories.get(rc)
     if inv is None:
         return mask
-    step = np.where(inv.step_size > 0, inv.step_size, 1)
-    mask[inv.rows[(used[rc] + amount <= inv.limit) & (inv.min_unit <= amount)
-                  & (inv.max_unit >= amount) & (amount % step == 0)]] = True
+    fits = used[rc] + amount <= inv.limit
+    # Most clouds' units allow every amount a flavor asks: then only capacity is
+    # checked per provider (the unit checks were a third of a flat flavor's slots).
+    lowest_max, highest_min, steps = inv.unit_bounds
+    if amount < highest_min:
+        fits &= inv.min_unit <= amount
+    if amount > lowest_max:
+        fits &= inv.max_unit >= amount
+    if steps:
+        fits &= amount % np.where(inv.step_size > 0, inv.step_size, 1) == 0
+    mask[inv.rows[fits]] = True
     return mask
 
 
 def _cloud(snapshot: ProviderSnapshot, rules: Rules, used: dict[str, np.ndarray]) -> Cloud:
-    room: dict[str, array[int]] = {}
-    for rc in {rc for slot in rules.slots for rc, _ in slot.resources}:
-        column = np.full(len(snapshot), -1, dtype=np.int32)
-        inv = snapshot.inventories.get(rc)
-        if inv is not None:
-            # Placement's last check, on the combination: capacity as its summary
-            # rounds it, and max_unit for what several groups take together. That
-            # is at most max_unit, a 32-bit column of Placement's; below -1 it says
-            # no more than -1 does (no room), and a provider without room is no
-            # slot's candidate.
-            column[inv.rows] = np.maximum(np.minimum(inv.capacity - used[rc], inv.max_unit), -1)
-        room[rc] = int_array(column, 'i')
+    room = {rc: _Room(snapshot.inventories.get(rc), used.get(rc))
+            for rc in {rc for slot in rules.slots for rc, _ in slot.resources}}
     has = {trait: snapshot.trait_flags(trait) for trait in rules.traits}
     return Cloud(room, snapshot.parents_for_search(), has)
+
+
+class _Room:
+    """One class's room per row, as :attr:`.search.Cloud.room` holds it, worked out
+    for the rows a search reads: the trees of the few hosts a request looks at
+    or cannot settle without one. A column over every provider, made for each
+    request, was an eighth of a flat flavor's match at 50,000 hosts with nested
+    trees, and the search mostly read none of it."""
+
+    def __init__(self, inv: Inventory | None, used: np.ndarray | None):
+        self._inv, self._used = inv, used
+        self._known: dict[int, int] = {}
+
+    def __getitem__(self, row: int) -> int:
+        known = self._known.get(row)
+        if known is None:
+            known = self._known[row] = self._work_out(row)
+        return known
+
+    def _work_out(self, row: int) -> int:
+        inv = self._inv
+        at = None if inv is None else inv.position(row)
+        if inv is None or at is None or self._used is None:
+            return -1
+        # Placement's last check, on the combination: capacity as its summary
+        # rounds it, and max_unit for what several groups take together. Below -1
+        # it says no more than -1 does (no room), and a provider without room is
+        # no slot's candidate.
+        return max(min(int(inv.capacity[at]) - int(self._used[at]), int(inv.max_unit[at])), -1)

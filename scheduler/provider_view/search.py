@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 #: Steps (providers tried) one search may take before it gives up. A host the
 #: search cannot settle within them sends the query to Placement.
@@ -78,13 +79,19 @@ class Rules:
     traits: frozenset[str] = frozenset()
 
 
+class Column(Protocol):
+    """Per row, a value: a list, an array, or one worked out when read."""
+
+    def __getitem__(self, row: int, /) -> int: ...
+
+
 @dataclass(frozen=True)
 class Cloud:
     """What the search reads of the providers, by snapshot row."""
 
     #: per class, per row: how much all the slots together may take of it
     #: (``min(capacity - used, max_unit)``; -1 where the row has no inventory of it)
-    room: Mapping[str, Sequence[int]]
+    room: Mapping[str, Column]
     #: per row, its parent's row (-1 for a root)
     parent: Sequence[int]
     #: per trait of :attr:`Rules.traits`, per row, whether the row has it (0 or 1)

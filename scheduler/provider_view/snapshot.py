@@ -74,6 +74,16 @@ class Inventory:
         """What a claim may fill up to, unrounded (Placement's capacity check)."""
         return (self.total.astype(np.int64) - self.reserved) * self.allocation_ratio
 
+    @functools.cached_property
+    def unit_bounds(self) -> tuple[int, int, bool]:
+        """The lowest max_unit, the highest min_unit, and whether a step size
+        above 1 is set: an amount within both bounds on no step passes every
+        provider's unit checks."""
+        if not len(self.rows):
+            return 0, 0, False
+        return (int(self.max_unit.min()), int(self.min_unit.max()),
+                bool((self.step_size > 1).any()))
+
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``rows``: its position here, and whether it has an inventory of
         this class (the position means nothing where it has not)."""
@@ -98,7 +108,7 @@ class Inventory:
         """This inventory with other usage; what derives from the inventory alone
         (capacity, limit) is shared, not computed again."""
         inventory = replace(self, used=used)
-        for derived in ('capacity', 'limit'):
+        for derived in ('capacity', 'limit', 'unit_bounds'):
             if derived in self.__dict__:
                 inventory.__dict__[derived] = self.__dict__[derived]
         return inventory

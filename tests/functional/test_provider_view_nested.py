@@ -71,10 +71,12 @@ class NestedCloud:
 
 def inventory(rng: random.Random, total: int) -> dict:
     """An inventory with Placement's rules drawn at random (reserved, ratio, units)."""
+    max_unit = rng.choice((total, max(1, total // 2)))
     return {'total': total, 'reserved': rng.choice((0, 0, 0, 1)) if total > 2 else 0,
             'allocation_ratio': rng.choice((1.0, 1.0, 1.5, 2.0)),
-            'min_unit': 1, 'max_unit': rng.choice((total, max(1, total // 2))),
-            'step_size': 1}
+            # Now and then units that refuse some amounts (most flavors ask even ones).
+            'min_unit': min(2, max_unit) if rng.random() < 0.1 else 1, 'max_unit': max_unit,
+            'step_size': 2 if rng.random() < 0.1 else 1}
 
 
 def random_nested_cloud(client, rng: random.Random, hosts: int) -> NestedCloud:
@@ -168,7 +170,8 @@ def fill(client, rng: random.Random, rp: str) -> None:
     for rc, inv in inventories.items():
         free = int((inv['total'] - inv['reserved']) * inv['allocation_ratio'])
         amount = min(inv['max_unit'], rng.choice((1, free // 2, free)))
-        if amount >= 1:
+        amount -= amount % inv['step_size']
+        if amount >= inv['min_unit']:
             wanted[rc] = amount
     if wanted:
         seed.allocate(client, str(uuid.uuid4()), {rp: wanted}, PROJECT, USER)
