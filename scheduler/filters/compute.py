@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 # are judged one by one, with datetime arithmetic, rather than from floats.
 _EDGE_SECONDS = 1.0
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
 DISABLED = 'compute service is disabled'
 FORCED_DOWN = 'compute service is forced down'
 
@@ -63,12 +65,23 @@ class ComputeFilter(BaseHostFilter):
         with np.errstate(invalid='ignore'):
             age = np.abs(_as_utc(now).timestamp() - seen)
             alive = np.isnan(seen) | (age < down_time - _EDGE_SECONDS)
+            # Far past the edge, only the reason's number is left to work out.
+            silent = ~alive & (age > down_time + _EDGE_SECONDS)
         disabled = table.disabled[rows]
         forced_down = table.forced_down[rows] & ~disabled
         passed = alive & ~disabled & ~forced_down
         failed = dict.fromkeys(np.flatnonzero(disabled).tolist(), DISABLED)
         failed.update(dict.fromkeys(np.flatnonzero(forced_down).tolist(), FORCED_DOWN))
-        for pos in np.flatnonzero(~(passed | disabled | forced_down)).tolist():
+        silent &= ~(disabled | forced_down)
+        # Whole seconds as the datetime arithmetic gives them, from microseconds
+        # (a float timestamp holds them exactly): the hosts whose compute went
+        # silent, one in two hundred of a large cloud, each took a datetime
+        # subtraction and a dict lookup per request.
+        at = np.flatnonzero(silent)
+        elapsed = _microseconds(now) - np.round(seen[at] * 1e6).astype(np.int64)
+        failed.update(zip(at.tolist(), (_silent_reason(us, down_time)
+                                        for us in elapsed.tolist()), strict=True))
+        for pos in np.flatnonzero(~(passed | disabled | forced_down | silent)).tolist():
             record = table.records[int(rows[pos])]
             verdict = self._verdict({'disabled': record.disabled,
                                      'forced_down': record.forced_down,
@@ -91,12 +104,21 @@ class ComputeFilter(BaseHostFilter):
         if last_seen_up is None:
             return FilterResult.ok()
         elapsed = (now - _as_utc(last_seen_up)).total_seconds()
-        if elapsed > down_time:
-            return FilterResult.fail(
-                f'compute service not seen up for {int(elapsed)}s '
-                f'(service_down_time {down_time}s)')
-        if -elapsed > down_time:
-            return FilterResult.fail(
-                f'compute service last seen up {int(-elapsed)}s in the future '
-                f'(clock skew beyond service_down_time {down_time}s)')
+        if abs(elapsed) > down_time:
+            return FilterResult.fail(_silent_reason(
+                (now - _as_utc(last_seen_up)) // datetime.timedelta(microseconds=1), down_time))
         return FilterResult.ok()
+
+
+def _microseconds(moment: datetime.datetime) -> int:
+    return (_as_utc(moment) - _EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def _silent_reason(elapsed_us: int, down_time: int) -> str:
+    """Why a service last seen up ``elapsed_us`` microseconds ago (negative: in the
+    future), beyond ``down_time`` seconds either way, is not up."""
+    if elapsed_us > 0:
+        return (f'compute service not seen up for {elapsed_us // 10**6}s '
+                f'(service_down_time {down_time}s)')
+    return (f'compute service last seen up {-elapsed_us // 10**6}s in the future '
+            f'(clock skew beyond service_down_time {down_time}s)')

@@ -83,6 +83,7 @@ def random_cloud(rng: random.Random, n_hosts: int):
         requests.extend(candidates)
         on_host = [uuid_for(f'{name}-vm{k}') for k in range(rng.choice((0, 0, 1, 3)))]
         instances[name] = on_host
+        ms = rng.choice((1, 999_999, rng.randrange(10**6)))
         records.append(HostRecord(
             nodename=name, service_host=name, provider_uuid=root,
             cell_uuid=rng.choice((CELL, CELL, OTHER_CELL)),
@@ -92,7 +93,10 @@ def random_cloud(rng: random.Random, n_hosts: int):
                                      NOW - datetime.timedelta(seconds=60),
                                      NOW - datetime.timedelta(seconds=61),
                                      NOW + datetime.timedelta(seconds=600),
-                                     NOW - datetime.timedelta(hours=2))),
+                                     NOW - datetime.timedelta(hours=2),
+                                     # whole seconds in a reason, from a fraction's both sides
+                                     NOW + datetime.timedelta(seconds=61, microseconds=ms),
+                                     NOW - datetime.timedelta(seconds=7261, microseconds=ms))),
             hypervisor_type='QEMU', hypervisor_version=rng.choice((None, 8002000, 9000000)),
             supported_instances=rng.choice(([], [('x86_64', 'kvm', 'hvm')],
                                             [('aarch64', 'kvm', 'hvm')],
