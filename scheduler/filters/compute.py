@@ -103,10 +103,10 @@ class ComputeFilter(BaseHostFilter):
         last_seen_up = service.get('last_seen_up')
         if last_seen_up is None:
             return FilterResult.ok()
-        elapsed = (now - _as_utc(last_seen_up)).total_seconds()
-        if abs(elapsed) > down_time:
+        elapsed = now - _as_utc(last_seen_up)
+        if abs(elapsed.total_seconds()) > down_time:
             return FilterResult.fail(_silent_reason(
-                (now - _as_utc(last_seen_up)) // datetime.timedelta(microseconds=1), down_time))
+                elapsed // datetime.timedelta(microseconds=1), down_time))
         return FilterResult.ok()
 
 
