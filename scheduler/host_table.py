@@ -552,8 +552,7 @@ class HostTable:
 
     def label(self, row: int) -> str:
         """:func:`scheduler.filters.base.host_label` of the row's host."""
-        host, node = self.host_names[row], self.nodenames[row]
-        return host if not node or node == host else f'{host} ({node})'
+        return _label(self.host_names[row], self.nodenames[row])
 
     def multiplier(self, option: str, config_value: float,
                    rows: np.ndarray) -> np.ndarray | float:
@@ -744,6 +743,49 @@ class HostView(_EqualAsList, Sequence[HostState]):
     def labels(self) -> list[str]:
         label = self.table.label
         return [label(row) for row in self.rows.tolist()]
+
+    def lazy_labels(self) -> RowLabels:
+        """:meth:`labels`, each made when read."""
+        return RowLabels(self.table.host_names, self.table.nodenames, self.rows)
+
+
+def _label(host: str, node: str) -> str:
+    return host if not node or node == host else f'{host} ({node})'
+
+
+class RowLabels(_EqualAsList, Sequence[str]):
+    """The labels (:meth:`HostTable.label`) of some rows, each made when read: the
+    hosts a filter removes are counted on every request, and named only in a DEBUG
+    line or an explanation (at 50,000 hosts, naming them all took 2% of a worker's
+    CPU). Holds the name columns, not the table."""
+
+    __slots__ = ('_names', '_nodes', '_rows')
+
+    def __init__(self, names: Sequence[str], nodes: Sequence[str], rows: np.ndarray):
+        self._names, self._nodes, self._rows = names, nodes, rows
+
+    def _label(self, row: int) -> str:
+        return _label(self._names[row], self._nodes[row])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self._label(row) for row in self._rows[i].tolist()]
+        return self._label(int(self._rows[i]))
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._label, self._rows.tolist())
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 def top_positions(weights: np.ndarray, k: int) -> np.ndarray:

@@ -9,7 +9,7 @@ that NoValidHost and the explain command can say which filter emptied the list.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,7 @@ class FilterStep:
     name: str
     hosts_in: int
     #: reason -> names of the hosts removed for it, in input order
-    removed: dict[str, list[str]] = field(default_factory=dict)
+    removed: Mapping[str, Sequence[str]] = field(default_factory=dict)
     #: why the filter did not run (one of the SKIPPED_* values); None if it ran
     skipped: str | None = None
 
@@ -125,7 +125,7 @@ def apply_filters(filters: Sequence[BaseHostFilter], hosts: Sequence[HostState],
 
 
 def _evaluate(filter_: BaseHostFilter, view: HostView, spec_obj: RequestSpec,
-              vectorised: bool) -> tuple[HostView, dict[str, list[str]]]:
+              vectorised: bool) -> tuple[HostView, Mapping[str, Sequence[str]]]:
     table, rows = view.table, view.rows
     if type(filter_).filter_all is not BaseHostFilter.filter_all:
         passed, dropped = _evaluate_filter_all(filter_, list(view), spec_obj)
@@ -161,10 +161,23 @@ def _evaluate(filter_: BaseHostFilter, view: HostView, spec_obj: RequestSpec,
             mask[pos] = True
         else:
             failed[pos] = result.reason or filter_.failure_reason
-    removed: dict[str, list[str]] = {}
-    for pos in sorted(failed):
-        removed.setdefault(failed[pos], []).append(table.label(int(rows[pos])))
-    return view.where(mask), removed
+    return view.where(mask), _removed(view, failed)
+
+
+def _removed(view: HostView, failed: dict[int, str]) -> dict[str, Sequence[str]]:
+    """Reason -> the labels of the hosts (positions in ``view``) removed for it, in
+    input order; made when read."""
+    if not failed:
+        return {}
+    reasons = set(failed.values())
+    if len(reasons) == 1:
+        positions = {reasons.pop(): sorted(failed)}
+    else:
+        positions = {}
+        for pos in sorted(failed):
+            positions.setdefault(failed[pos], []).append(pos)
+    return {why: HostView(view.table, view.rows[np.array(at, dtype=np.intp)]).lazy_labels()
+            for why, at in positions.items()}
 
 
 def _evaluate_filter_all(filter_: BaseHostFilter, hosts: Sequence[HostState],

@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from placement_client.models import AllocationRequest
+from scheduler import host_table
 from scheduler.exceptions import FilterError, SchedulerError
 from scheduler.filters.affinity import (
     DifferentHostFilter,
@@ -183,6 +184,24 @@ def test_removed_hosts_are_grouped_by_reason():
         'compute service is disabled': ['a1', 'a3'],
         'compute service is forced down': ['a2'],
     }
+
+
+def test_removed_hosts_are_named_only_when_read(monkeypatch):
+    named = []
+    label = host_table.RowLabels._label
+    monkeypatch.setattr(host_table.RowLabels, '_label',
+                        lambda self, row: named.append(row) or label(self, row))
+    hosts = [make_host('a1', disabled=True), make_host('a2'), make_host('a3', disabled=True),
+             make_host('n1', nodename='n1-node', forced_down=True)]
+    run = apply_filters([compute_filter()], hosts, make_spec(), instance_index=0)
+    removed = run.steps[0].removed
+    assert [len(names) for names in removed.values()] == [2, 1]
+    assert run.steps[0].removed_count == 3
+    assert named == []
+    assert removed['compute service is disabled'][1] == 'a3'
+    assert removed['compute service is disabled'][-2:] == ['a1', 'a3']
+    assert list(removed['compute service is forced down']) == ['n1 (n1-node)']
+    assert named
 
 
 def test_once_per_request_filters_are_skipped_after_the_first_instance():
