@@ -791,6 +791,33 @@ def test_requests_skips_the_environment_only_when_it_holds_nothing(bare_environm
                                                                    monkeypatch):
     bare = PlacementClient.from_conf(_conf_with())
     assert bare._adapter.session.session.trust_env is False
-    monkeypatch.setenv('REQUESTS_CA_BUNDLE', '/etc/ssl/private-ca.pem')
+    assert bare._adapter.session.verify is True
+    monkeypatch.setattr('urllib.request.getproxies',
+                        lambda: {'https': 'http://proxy.example:3128'})
     configured = PlacementClient.from_conf(_conf_with())
     assert configured._adapter.session.session.trust_env is True
+
+
+@pytest.mark.parametrize('variable', ['REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE'])
+def test_a_ca_bundle_in_the_environment_is_taken_once_for_verify(bare_environment,
+                                                                  monkeypatch, variable):
+    monkeypatch.setenv(variable, '/etc/ssl/private-ca.pem')
+    session = PlacementClient.from_conf(_conf_with())._adapter.session
+    assert session.session.trust_env is False
+    assert session.verify == '/etc/ssl/private-ca.pem'
+
+
+def test_requests_order_between_the_two_bundles_is_kept(bare_environment, monkeypatch):
+    monkeypatch.setenv('CURL_CA_BUNDLE', '/etc/ssl/curl.pem')
+    monkeypatch.setenv('REQUESTS_CA_BUNDLE', '/etc/ssl/requests.pem')
+    assert PlacementClient.from_conf(_conf_with())._adapter.session.verify == \
+        '/etc/ssl/requests.pem'
+
+
+def test_a_bundle_in_the_environment_does_not_override_the_configured_cafile_or_insecure(
+        bare_environment, monkeypatch):
+    monkeypatch.setenv('REQUESTS_CA_BUNDLE', '/etc/ssl/private-ca.pem')
+    cafile = PlacementClient.from_conf(_conf_with(cafile='/etc/placement/ca.pem'))
+    assert cafile._adapter.session.verify == '/etc/placement/ca.pem'
+    insecure = PlacementClient.from_conf(_conf_with(insecure=True))
+    assert insecure._adapter.session.verify is False
