@@ -25,6 +25,9 @@
 9. With ``--services-parse N[,N...]``: the compute services' read before a request,
    in process: JSON decoding, a fresh parse and a remembering parse side by side
    (bench/services_parse.py).
+10. With ``--rpc-listener``: an RPC server process's CPU per call on oslo.messaging,
+    its AMQP listener's first wait after a message as oslo.messaging sets it and as
+    the service does (bench/rpc_listener.py).
 
 Prints one table and writes the rows to ``bench-results.json``.
 """
@@ -194,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--services-parse', default='', metavar='N[,N...]',
                         help='the compute services\' read before a request, in process, '
                              'for N services (bench/services_parse.py)')
+    parser.add_argument('--rpc-listener', action='store_true',
+                        help='an RPC server\'s CPU per call with oslo.messaging\'s first wait '
+                             'after a message and with the service\'s (bench/rpc_listener.py; '
+                             'needs RabbitMQ)')
     parser.add_argument('--host-data', default=None, metavar='N[,N...]',
                         help='what the [nova] and [cell_database] host-data sources cost the '
                              'provider view at these numbers of providers (bench/host_data.py; '
@@ -242,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import services_parse
         rows.extend(row for n in args.services_parse.split(',') if n.strip()
                     for row in services_parse.run(int(n)))
+
+    if args.rpc_listener:
+        from bench import rpc_listener
+        rows.extend(rpc_listener.run())
 
     read_rows: list[Row] = []
     if args.reads:
