@@ -756,8 +756,8 @@ def _label(host: str, node: str) -> str:
 class RowLabels(_EqualAsList, Sequence[str]):
     """The labels (:meth:`HostTable.label`) of some rows, each made when read: the
     hosts a filter removes are counted on every request, and named only in a DEBUG
-    line or an explanation (at 50,000 hosts, naming them all took 2% of a worker's
-    CPU). Holds the name columns, not the table."""
+    line or an explanation (at 50,000 hosts, naming them all was 2% of a worker's
+    profile samples). Holds the name columns, not the table."""
 
     __slots__ = ('_names', '_nodes', '_rows')
 
