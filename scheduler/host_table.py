@@ -740,14 +740,6 @@ class HostView(_EqualAsList, Sequence[HostState]):
         kept = [row for row in self.rows.tolist() if cells[row] == cell_uuid]
         return HostView(self.table, np.array(kept, dtype=np.intp))
 
-    def labels(self) -> list[str]:
-        label = self.table.label
-        return [label(row) for row in self.rows.tolist()]
-
-    def lazy_labels(self) -> RowLabels:
-        """:meth:`labels`, each made when read."""
-        return RowLabels(self.table.host_names, self.table.nodenames, self.rows)
-
 
 def _label(host: str, node: str) -> str:
     return host if not node or node == host else f'{host} ({node})'

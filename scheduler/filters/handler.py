@@ -17,7 +17,7 @@ import numpy as np
 
 from scheduler.exceptions import FilterError
 from scheduler.filters.base import BaseHostFilter, host_label
-from scheduler.host_table import HostView, as_view
+from scheduler.host_table import HostView, RowLabels, as_view
 from scheduler.vector_hooks import trusted_hook
 
 if TYPE_CHECKING:
@@ -176,7 +176,8 @@ def _removed(view: HostView, failed: dict[int, str]) -> dict[str, Sequence[str]]
         positions = {}
         for pos in sorted(failed):
             positions.setdefault(failed[pos], []).append(pos)
-    return {why: HostView(view.table, view.rows[np.array(at, dtype=np.intp)]).lazy_labels()
+    table, rows = view.table, view.rows
+    return {why: RowLabels(table.host_names, table.nodenames, rows[np.array(at, dtype=np.intp)])
             for why, at in positions.items()}
 
 
