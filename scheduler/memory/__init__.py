@@ -8,9 +8,10 @@ decides; at 1,000 candidates that is tens of thousands of small objects, at
 * :func:`paused_gc` — the cyclic collector is paused while a request is served
   (:mod:`.gc_pause`); the request path makes no reference cycles, so reference
   counting frees everything. The manager enters it once per request.
-* :class:`DeferredRelease` — the request's large objects are dropped by a
-  background thread after the reply has left, not between decision and answer
-  (:mod:`.release`); the collector stays paused until they are gone.
+* :class:`DeferredRelease` — the request's large objects are dropped after the
+  reply has left, not between decision and answer: by the call's own thread once
+  the RPC server has sent it, else by a background thread (:mod:`.release`); the
+  collector stays paused until they are gone.
 * :func:`release_free_memory` — once start-up is over, the C heap's free pages go
   back to the system; :func:`limit_arenas` — a worker's threads share one malloc
   arena instead of taking one each (:mod:`.heap`).

@@ -11,6 +11,14 @@ are dropped by a background thread a moment later, while the reply is on its
 way. The work is the same; it just no longer sits between the decision and
 the answer.
 
+Served by the RPC server, a request's objects are dropped by the very thread
+that sent its reply, right after it (:func:`after_reply`, entered around each
+call): no other thread to wake. Waking the background thread for every request
+was 7% of a worker's profile samples at 50,000 nested providers, the request's
+thread holding the interpreter's lock while the system ran the woken one
+(doc/performance.md). The thread remains for what is not served that way
+(``explain``, the benchmark's and tests' managers in process).
+
 The objects must be dead to everyone else (the request is over). They stay
 alive for about ``delay`` seconds more, so a worker holds at most the answers
 of the requests it finished within the last ``delay`` seconds. The garbage
@@ -20,9 +28,10 @@ enabled earlier, its next young collection would walk every one of them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from scheduler.memory import gc_pause, heap
@@ -32,6 +41,30 @@ from scheduler.memory import gc_pause, heap
 RELEASE_DELAY = 0.02
 #: Seconds without hand-overs after which the thread ends.
 IDLE_EXIT = 1.0
+
+#: Per thread, while in :func:`after_reply`: the hand-overs it drops at its end.
+_serving = threading.local()
+
+
+@contextlib.contextmanager
+def after_reply() -> Iterator[None]:
+    """Objects handed to a :class:`DeferredRelease` in this thread inside the block
+    are dropped at its end, by this thread. For a block that ends after the reply
+    has gone (the RPC server's call)."""
+    held: list[tuple[DeferredRelease, tuple[Any, ...]]] = []
+    outer = getattr(_serving, 'held', None)
+    _serving.held = held
+    try:
+        yield
+    finally:
+        _serving.held = outer
+        trims = {id(owner): owner._trim for owner, _ in held}
+        count = len(held)
+        held.clear()    # the last references: freed here
+        for _ in range(count):
+            gc_pause.resume()
+        for trim in trims.values():
+            trim()
 
 
 class DeferredRelease:
@@ -47,11 +80,16 @@ class DeferredRelease:
         self._stopped = False
 
     def later(self, *objects: Any) -> None:
-        """Take over references to ``objects`` and drop them after the delay."""
+        """Take over references to ``objects`` and drop them after the delay, or at
+        the end of the :func:`after_reply` block this thread is in."""
         with self._cond:
             if self._stopped:
                 return  # the caller's own references go as usual
             gc_pause.pause()  # resumed once these objects are freed
+            held = getattr(_serving, 'held', None)
+            if held is not None:
+                held.append((self, objects))
+                return
             self._due.append((time.monotonic() + self._delay, objects))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name='deferred-release',
@@ -60,7 +98,7 @@ class DeferredRelease:
             self._cond.notify()
 
     def pending(self) -> int:
-        """How many hand-overs are still held."""
+        """How many hand-overs the background thread still holds."""
         with self._cond:
             return len(self._due)
 

@@ -1,4 +1,5 @@
-"""The RPC server: oslo.messaging's, with each call served inside the claims journal.
+"""The RPC server: oslo.messaging's, with each call served inside the claims journal,
+and the request's large objects freed by the call's own thread once its reply is out.
 
 A request's journal records say "nobody has answered for these claims": they
 must stay while the call is served and go as its reply is handed to the
@@ -11,6 +12,8 @@ building on them.
 oslo.messaging's server dispatches a call and sends its reply in one method
 (``_process_incoming``, run by one executor thread per message): the journal's
 request is entered around it, and the message's ``reply`` ends the request first.
+Around both, :func:`scheduler.memory.release.after_reply`: what the manager handed
+over to be freed after the reply is freed when that method returns.
 
 The server's listener waits longer after each message than oslo.messaging's own
 (:func:`wait_longer_after_messages`).
@@ -26,6 +29,7 @@ from oslo_messaging.rpc import server as rpc_server
 
 from scheduler.journal.log import JournalError
 from scheduler.journal.requests import Request, RequestJournal
+from scheduler.memory.release import after_reply
 
 LOG = logging.getLogger(__name__)
 
@@ -42,15 +46,19 @@ LOG = logging.getLogger(__name__)
 LISTENER_WAIT_AFTER_MESSAGE = 0.25
 
 
-class JournaledRPCServer(rpc_server.RPCServer):
+class SchedulerRPCServer(rpc_server.RPCServer):
     def __init__(self, transport: Any, target: Any, dispatcher: Any, executor: Any = None, *,
-                 journal: RequestJournal):
+                 journal: RequestJournal | None):
         super().__init__(transport, target, dispatcher, executor)
         self._journal = journal
 
     def _process_incoming(self, incoming: Any) -> None:
-        with self._journal.serving() as request:
-            super()._process_incoming([_EndsBeforeReply(incoming[0], request)])
+        with after_reply():
+            if self._journal is None:
+                super()._process_incoming(incoming)
+                return
+            with self._journal.serving() as request:
+                super()._process_incoming([_EndsBeforeReply(incoming[0], request)])
 
 
 class _EndsBeforeReply:
@@ -82,15 +90,13 @@ class _EndsBeforeReply:
 def get_rpc_server(transport: messaging.Transport, target: messaging.Target,
                    endpoints: list[Any], *, serializer: Any, access_policy: Any,
                    journal: RequestJournal | None) -> Any:
-    """oslo.messaging's threading RPC server; with ``journal``, one that serves each
-    call inside it."""
+    """oslo.messaging's threading RPC server, as :class:`SchedulerRPCServer`; with
+    ``journal``, one that serves each call inside it."""
     wait_longer_after_messages()
-    extra = {}
-    if journal is not None:
-        extra['server_cls'] = functools.partial(JournaledRPCServer, journal=journal)
-    return messaging.get_rpc_server(transport, target, endpoints, executor='threading',
-                                    serializer=serializer, access_policy=access_policy,
-                                    **extra)
+    return messaging.get_rpc_server(
+        transport, target, endpoints, executor='threading', serializer=serializer,
+        access_policy=access_policy,
+        server_cls=functools.partial(SchedulerRPCServer, journal=journal))
 
 
 def wait_longer_after_messages() -> None:

@@ -30,7 +30,7 @@ from scheduler.pipeline.claim_state import (
 )
 from scheduler.pipeline.claimer import Claimer, PendingCleanups
 from scheduler.pipeline.recovery import LANDING_WINDOW, write_ahead
-from scheduler.rpc.server import JournaledRPCServer
+from scheduler.rpc.server import SchedulerRPCServer
 from tests.unit.fake_placement import FakePlacement, unavailable
 
 RP = '4a7c4bb4-4c5e-4d29-9d3e-8f3b5f6d2a10'
@@ -340,7 +340,7 @@ def serve(requests: RequestJournal, dispatch, on_reply) -> None:
         def dispatch(self, incoming):
             return dispatch(incoming)
 
-    server = JournaledRPCServer.__new__(JournaledRPCServer)
+    server = SchedulerRPCServer.__new__(SchedulerRPCServer)
     server._journal, server.dispatcher, server.conf = requests, Dispatcher(), None
     with mock.patch('oslo_messaging.rpc.server.tracing.trace_receive'):
         server._process_incoming([Incoming(on_reply)])

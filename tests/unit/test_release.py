@@ -13,6 +13,7 @@ import pytest
 
 from scheduler.host_table import HostTable
 from scheduler.memory import DeferredRelease
+from scheduler.memory.release import after_reply
 from tests.builders import REQUEST_CONTEXT, select, user_spec, uuids
 
 
@@ -185,3 +186,41 @@ def test_the_pages_a_request_freed_go_back_once_its_objects_are_dropped(no_colle
     assert trimmed.wait(30), 'the heap was not trimmed after the objects were dropped'
     release.stop()
     assert alive_when_trimmed == [False], 'trimmed before the objects were freed'
+
+
+def test_inside_after_reply_the_objects_go_at_the_block_s_end_in_this_thread(no_collector):
+    trims: list[str] = []
+    release = DeferredRelease(delay=3600, trim=lambda: trims.append(
+        threading.current_thread().name))
+    payload = Payload()
+    ref = weakref.ref(payload)
+    with after_reply():
+        release.later(payload)
+        del payload
+        # Held for the rest of the call (its reply is still to go), not by a thread.
+        assert ref() is not None
+        assert release.pending() == 0 and release._thread is None
+    assert ref() is None
+    assert trims == [threading.current_thread().name]
+    release.stop()
+
+
+def test_after_reply_keeps_the_collector_paused_until_its_objects_are_freed():
+    assert gc.isenabled()
+    release = DeferredRelease(delay=3600)
+    with after_reply():
+        release.later(Payload())
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    release.stop()
+
+
+def test_a_stopped_release_keeps_nothing_inside_after_reply_either(no_collector):
+    release = DeferredRelease(delay=3600)
+    release.stop()
+    payload = Payload()
+    ref = weakref.ref(payload)
+    with after_reply():
+        release.later(payload)
+        del payload
+        assert ref() is None
