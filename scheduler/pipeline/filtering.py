@@ -44,8 +44,7 @@ def filter_hosts(filters: Sequence[BaseHostFilter], spec: RequestSpec,
             run = apply_filters(filters, hosts, spec, instance_index=index, rebuild=rebuild,
                                 vectorised=vectorised)
         for step in run.steps:
-            removed = {why: len(names) for why, names in step.removed.items()}
-            attempt.filter_steps.append((step.name, step.hosts_in, removed))
+            attempt.filter_steps.append((step.name, step.hosts_in, step.removed_counts()))
         attempt.steps = run.steps
         passed = run.hosts
     attempt.hosts_after_filters = len(passed)

@@ -9,6 +9,7 @@ import pytest
 from placement_client.models import AllocationRequest
 from scheduler import host_table
 from scheduler.exceptions import FilterError, SchedulerError
+from scheduler.explain import InstanceAttempt
 from scheduler.filters.affinity import (
     DifferentHostFilter,
     SameHostFilter,
@@ -25,7 +26,9 @@ from scheduler.filters.handler import (
     STOPPED_FILTERING,
     apply_filters,
 )
+from scheduler.host_table import as_view
 from scheduler.objects.spec import InstanceGroup
+from scheduler.pipeline.filtering import filter_hosts
 from tests.builders import make_conf, make_host, make_spec, uuid_for
 
 NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -202,6 +205,21 @@ def test_removed_hosts_are_named_only_when_read(monkeypatch):
     assert removed['compute service is disabled'][-2:] == ['a1', 'a3']
     assert list(removed['compute service is forced down']) == ['n1 (n1-node)']
     assert named
+
+
+def test_what_every_request_records_of_the_removed_hosts_groups_none_of_them(monkeypatch):
+    grouped = []
+    monkeypatch.setattr(host_table.RowLabels, '__init__',
+                        lambda self, *args: grouped.append(args))
+    hosts = [make_host('a1', disabled=True), make_host('a2'), make_host('a3', disabled=True),
+             make_host('a4', forced_down=True)]
+    attempt = InstanceAttempt(index=0)
+    filter_hosts([compute_filter()], make_spec(), as_view(hosts), index=0, attempt=attempt)
+    assert attempt.filter_steps == [('ComputeFilter', 4, {
+        'compute service is disabled': 2, 'compute service is forced down': 1})]
+    step = attempt.steps[0]
+    assert step.removed_count == 3 and len(step.removed) == 2 and step.removed
+    assert grouped == []
 
 
 def test_once_per_request_filters_are_skipped_after_the_first_instance():
