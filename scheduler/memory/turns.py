@@ -24,7 +24,7 @@ third more throughput at 212-217 MB a worker, over the 200 MB bound, against
 173-190 MB keeping it; one such claim at a time, on a slower machine, made
 13.0-19.0 req/s (mean 14.7, six windows) against 11.4-14.3 (12.5) keeping it,
 at 174-186 MB; on a faster machine, two at a time (the default) made about a tenth
-more than one, three an eighth, at 183-186 and 180-191 MB against 173-183 MB
+more than one, three an eighth, at 179-186 and 180-191 MB against 173-182 MB
 (doc/performance.md). Such a request does not take a turn back
 when its claim lands: what it does after its last claim (its alternates, its
 answer) is light, and a turn taken back for it waited out the next request's
