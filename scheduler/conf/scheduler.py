@@ -293,9 +293,8 @@ service_opts = [
                     'worth of memory beside the one deciding. '
                     '0: every such claim keeps its turn (a worker then makes one claim at '
                     'a time at concurrent_decisions = 1). At 50,000 hosts with nested '
-                    'trees, 2 made about a tenth more requests a second than 1 and 3 an '
-                    'eighth, a worker peaking at 179-186 MB and 180-191 MB against '
-                    '173-182 MB (doc/performance.md).'),
+                    'trees, 2 made 6-10% more requests a second than 1, a worker peaking '
+                    'at 178-186 MB against 173-182 MB (doc/performance.md).'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
                  help='Seconds during which a worker answers a request from the previous '
                       'Placement answer to the same query instead of asking Placement again '

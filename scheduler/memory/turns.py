@@ -23,15 +23,14 @@ At 50,000 hosts with nested trees, every such claim giving its turn up made a
 third more throughput at 212-217 MB a worker, over the 200 MB bound, against
 173-190 MB keeping it; one such claim at a time, on a slower machine, made
 13.0-19.0 req/s (mean 14.7, six windows) against 11.4-14.3 (12.5) keeping it,
-at 174-186 MB; on a faster machine, two at a time (the default) made about a tenth
-more than one, three an eighth, at 179-186 and 180-191 MB against 173-182 MB
-(doc/performance.md). Such a request does not take a turn back
-when its claim lands: what it does after its last claim (its alternates, its
-answer) is light, and a turn taken back for it waited out the next request's
-whole decision, while the request kept its place off its turn so that the next
-one's claim kept its turn too. It takes a turn back, first in line, only to
-compute again (another instance's hosts, its hosts ordered again after a
-refusal: :func:`resume`), and keeps its place among the bounded waits until then
+at 174-186 MB; on a faster machine, two at a time (the default) made 6-10% more
+than one, at 178-186 MB against 173-182 MB (doc/performance.md). Such a request
+does not take a turn back when its claim lands: what it does after its last
+claim (its alternates, its answer) is light, and a turn taken back for it waited
+out the next request's whole decision, while the request kept its place off its
+turn so that the next one's claim kept its turn too. It takes a turn back, first
+in line, only to compute again (another instance's hosts, its hosts ordered again
+after a refusal: :func:`resume`), and keeps its place among the bounded waits until then
 or until it ends: the requests holding their columns beside the one deciding
 are still at most ``view_claims_without_turn``. A claim that gave its turn up
 lands before it takes one back: a claim of this worker on the same host waits
