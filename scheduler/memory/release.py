@@ -51,14 +51,14 @@ def after_reply() -> Iterator[None]:
     """Objects handed to a :class:`DeferredRelease` in this thread inside the block
     are dropped at its end, by this thread. For a block that ends after the reply
     has gone (the RPC server's call)."""
-    held: list[tuple[DeferredRelease, tuple[Any, ...]]] = []
+    held: list[tuple[Callable[[], object], tuple[Any, ...]]] = []
     outer = getattr(_serving, 'held', None)
     _serving.held = held
     try:
         yield
     finally:
         _serving.held = outer
-        trims = {id(owner): owner._trim for owner, _ in held}
+        trims = {id(trim): trim for trim, _ in held}
         count = len(held)
         held.clear()    # the last references: freed here
         for _ in range(count):
@@ -88,7 +88,7 @@ class DeferredRelease:
             gc_pause.pause()  # resumed once these objects are freed
             held = getattr(_serving, 'held', None)
             if held is not None:
-                held.append((self, objects))
+                held.append((self._trim, objects))
                 return
             self._due.append((time.monotonic() + self._delay, objects))
             if self._thread is None:
