@@ -116,7 +116,7 @@ nova_opts = [
                       'over this many seconds of reads (at 50,000 providers and the '
                       'defaults, 53 a read). Shorter, the slices cost the service\'s '
                       'reader and Placement\'s database more: at 50,000 providers with '
-                      'nested trees, 60 s made about a tenth less throughput than 240 s '
+                      'nested trees, 60 s made 4% less throughput than 240 s on average '
                       '(doc/performance.md).'),
     cfg.FloatOpt('near_best_weight_tolerance', default=None, min=0.0, max=0.5,
                  sample_default='<0.01 with the provider view, else 0>',
