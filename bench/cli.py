@@ -1,5 +1,5 @@
 """The command line the benchmark modules share: options from a dataclass of
-settings, one size's failure kept to its own row, and the rows' notes."""
+settings, one size's failure kept to its own row, and the rows printed with their notes."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from bench import deploy
-from bench.report import Row
+from bench.report import Row, render, write_json
 
 Settings = TypeVar('Settings')
 
@@ -54,3 +54,14 @@ def rows_per_size(label: str, sizes: Sequence[int],
 def notes(rows: Sequence[Row]) -> str:
     """The rows' notes, one line each."""
     return '\n'.join(f'- {r.name} (N={r.n}): {r.note}' for r in rows if r.note)
+
+
+def finish(rows: Sequence[Row], json_path: str | None) -> int:
+    """Print ``rows`` and their notes, write them as JSON when asked: the exit status
+    (1 when a row failed)."""
+    print(render(rows))
+    print('\nnotes:')
+    print(notes(rows))
+    if json_path:
+        write_json(rows, json_path)
+    return 1 if any(r.passed is False for r in rows) else 0

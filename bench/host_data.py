@@ -51,11 +51,14 @@ before the ``host_states`` stage), so that wait shows only as the latency it add
 to the baseline's. Before the phases, the stand-in's ``GET /os-services`` and the
 cell database's whole ``SELECT`` are timed alone (what each source costs by itself).
 
-The stand-in is not a calibrated nova-api: nova-api builds that answer from its
-services table and the servicegroup driver, per cell; this one writes bytes it
-serialised once, but for the heartbeats: each live service's ``updated_at`` moves
-every 10 s, as a real API's answers show (so two reads differ by the heartbeats
-sent between them). Its cost is the least such a read can cost.
+The stand-in is not nova-api: nova-api builds that answer from its services table
+and the servicegroup driver, per cell; this one writes bytes it serialised once, but
+for the heartbeats: each live service's ``updated_at`` moves every 10 s, as a real
+API's answers show (so two reads differ by the heartbeats sent between them). Its
+cost is the least such a read can cost. ``python -m bench.nova_api`` measures it
+against Nova 34's own nova-api on the same cloud (the same states read from both
+answers; the time each takes), and ``--compute-api nova`` runs the phases against
+that nova-api instead, its cell1 database serving as the phases' cell database.
 """
 from __future__ import annotations
 
@@ -72,16 +75,16 @@ import threading
 import time
 import uuid as uuidlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bench import cpu, deploy
-from bench.cli import notes, rows_per_size, settings_from, settings_parser
+from bench.cli import finish, rows_per_size, settings_from, settings_parser
 from bench.e2e import _closed_loop, _Phase
-from bench.report import Row, render, write_json
+from bench.report import Row, render
 from bench.synthetic import CELL_UUID, SyntheticCloud
 from bench.view import (
     DEFAULT_CLIENTS,
@@ -247,7 +250,7 @@ def nova_documents(cloud: SyntheticCloud) -> dict[str, list[dict[str, Any]]]:
             reason='bench: disabled' if host['disabled'] else None,
             forced_down=host['forced_down'],
             updated_at=seen.strftime('%Y-%m-%dT%H:%M:%S.%f'))
-        service['id'] = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'service:' + host['service_host']))
+        service['id'] = _service_uuid(host['service_host'])
         services.append(service)
         hypervisor = samples.hypervisor(
             host['provider_uuid'], host['nodename'], host['service_host'],
@@ -274,6 +277,21 @@ def _serve(documents_path: str) -> None:
     print(nova.url, flush=True)
     sys.stdin.read()
     nova.stop()
+
+
+class ComputeApi(Protocol):
+    """What the phases need of a compute API: the stand-in's, or nova-api's
+    (bench.nova_api.NovaApi)."""
+
+    url: str
+
+    def stats(self) -> dict[str, list[float]]: ...
+
+    def services_read(self) -> tuple[float, int]: ...
+
+    def config(self, label: str, **extra: Any) -> str: ...
+
+    def stop(self) -> None: ...
 
 
 class StandIn:
@@ -330,29 +348,40 @@ class StandIn:
 # ---------------------------------------------------------------- the cell database
 
 
+def _service_uuid(host: str) -> str:
+    """The uuid of ``host``'s nova-compute service, in the stand-in's answers and the
+    cell database's rows alike."""
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'service:' + host))
+
+
 def _service_rows(cloud: SyntheticCloud) -> list[tuple[Any, ...]]:
     """The services rows of the computes :func:`nova_documents` describes: the same
     hosts disabled and forced down; a compute silent there (its heartbeat older than
-    ``service_down_time``) keeps that heartbeat and ``report_count`` 0 (it never
-    reports: the heartbeats leave it alone); the others report from now on."""
+    ``service_down_time``) or forced down (fenced: its nova-compute is not running, as
+    the stand-in's heartbeats assume) keeps that heartbeat and ``report_count`` 0 (it
+    never reports: the heartbeats leave it alone); the others report from now on."""
     now = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     for i, host in enumerate(cloud.hosts_document()['hosts'], 1):
         seen = _last_seen(host)
-        silent = _silent(seen, now)
+        silent = _silent(seen, now) or host['forced_down']
         heartbeat = (seen if silent else now).astimezone(datetime.timezone.utc).replace(
             tzinfo=None)
         rows.append((i, heartbeat, host['service_host'], 0 if silent else 1,
                      host['disabled'], 'bench: disabled' if host['disabled'] else None,
-                     host['forced_down'], heartbeat))
+                     host['forced_down'], heartbeat, _service_uuid(host['service_host'])))
     return rows
 
 
 class CellDatabase:
     """A Nova cell database on the machine's PostgreSQL: ``compute_nodes`` with one row
-    per compute of the cloud; dropped by :meth:`drop`."""
+    per compute of the cloud; dropped by :meth:`drop`. ``prepare(url)``, when given,
+    makes the schema (``nova-manage db sync``, bench.nova_api) in place of
+    tests.fixtures.cell_databases' tables; ``service_version`` is then the installed
+    Nova's, which nova-api checks the computes against."""
 
-    def __init__(self, cloud: SyntheticCloud):
+    def __init__(self, cloud: SyntheticCloud, *,
+                 prepare: Callable[[str], None] | None = None, service_version: int = 66):
         import psycopg2
         from psycopg2.extras import execute_values
 
@@ -382,18 +411,24 @@ class CellDatabase:
                          pci if i % round(1 / PCI_SHARE) == 1 else None,
                          cpu_ratio, ram_ratio))
         self._psycopg2 = psycopg2
+        if prepare is not None:
+            prepare(self.url)
         connection = self.connect()
         try:
             cursor = connection.cursor()
-            cursor.execute(_POSTGRES_SERVICES)
+            if prepare is None:
+                cursor.execute(_POSTGRES_SERVICES)
+                cursor.execute(_POSTGRES_TABLE)
             execute_values(cursor, (
                 'INSERT INTO services (id, created_at, updated_at, host, "binary", topic, '
-                'report_count, disabled, disabled_reason, forced_down, last_seen_up, '
+                'report_count, disabled, disabled_reason, forced_down, last_seen_up, uuid, '
                 'version, deleted) VALUES %s'), _service_rows(cloud),
                 template=("(%s, timezone('UTC', now()) - interval '1 day', %s, %s, "
-                          "'nova-compute', 'compute', %s, %s, %s, %s, %s, 66, 0)"),
+                          "'nova-compute', 'compute', %s, %s, %s, %s, %s, %s, "
+                          f"{int(service_version)}, 0)"),
                 page_size=2000)
-            cursor.execute(_POSTGRES_TABLE)
+            cursor.execute("SELECT setval(pg_get_serial_sequence('services', 'id'), "
+                           '(SELECT max(id) FROM services))')
             execute_values(cursor, (
                 'INSERT INTO compute_nodes (created_at, host, uuid, vcpus, memory_mb, '
                 'local_gb, vcpus_used, memory_mb_used, local_gb_used, hypervisor_version, '
@@ -502,6 +537,10 @@ class Settings:
     #: One phase's service at a time, for all its ``seconds`` (no turns): where the
     #: idle services' periodic syncs would weigh too much (50,000 providers).
     one_at_a_time: bool = False
+    #: ``stand-in`` (the module's doc) or ``nova``: Nova 34's own nova-api on a
+    #: seeded database (bench.nova_api), whose cell1 database is the phases' cell
+    #: database.
+    compute_api: str = 'stand-in'
 
 
 @dataclass
@@ -527,7 +566,7 @@ def _services(stats: dict[str, list[float]], name: str | None = None) -> tuple[i
     return int(count), float(seconds)
 
 
-def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDatabase) -> str:
+def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: CellDatabase) -> str:
     config = _view_config(dep, Options())
     if name == 'baseline':
         return config
@@ -544,7 +583,7 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDa
     return config + nova.config(_label(name), service_state_max_age=max_age)
 
 
-def _slice(name: str, client: Any, dep: deploy.Deployment, nova: StandIn, clients: int,
+def _slice(name: str, client: Any, dep: deploy.Deployment, nova: ComputeApi, clients: int,
            seconds: float, seed: int) -> Measured:
     """One slice of phase ``name``: ``clients`` back to back on ``client`` for
     ``seconds``; the GETs are that phase's service's only (not the idle ones' syncs)."""
@@ -607,15 +646,15 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -
                         gets / calls if calls else float('nan'), unit='n',
                         note=f'{gets} GETs for {calls} requests'))
         if gets:
-            rows.append(Row(f'{label}, stand-in time per GET /os-services', n,
+            rows.append(Row(f'{label}, compute API time per GET /os-services', n,
                             served / gets * 1000,
-                            note=f'{served * 1000:.0f} ms of the stand-in in the '
+                            note=f'{served * 1000:.0f} ms of the compute API\'s own in the '
                                  f'{elapsed:.0f} s the clients ran'))
     return rows
 
 
 @contextlib.contextmanager
-def _phase_service(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellDatabase,
+def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: CellDatabase,
                    settings: Settings) -> Iterator[Any]:
     """Phase ``name``'s service, warmed up for ``settings.warmup``: its RPC client."""
     from scheduler.rpc.client import SchedulerClient
@@ -633,7 +672,7 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: StandIn, cell: CellD
 
 
 def _take(measured: dict[str, list[Measured]], name: str, client: Any,
-          dep: deploy.Deployment, nova: StandIn, settings: Settings, seconds: float,
+          dep: deploy.Deployment, nova: ComputeApi, settings: Settings, seconds: float,
           k: int) -> None:
     m = _slice(name, client, dep, nova, settings.clients, seconds, 20261127 + k)
     measured[name].append(m)
@@ -642,7 +681,7 @@ def _take(measured: dict[str, list[Measured]], name: str, client: Any,
 
 
 def _in_turns(measured: dict[str, list[Measured]], phases: list[str],
-              stack: contextlib.ExitStack, dep: deploy.Deployment, nova: StandIn,
+              stack: contextlib.ExitStack, dep: deploy.Deployment, nova: ComputeApi,
               cell: CellDatabase, settings: Settings) -> None:
     """Every phase's service up at once, the phases taking turns in short slices: a
     machine whose load drifts weighs on all of them alike."""
@@ -653,6 +692,28 @@ def _in_turns(measured: dict[str, list[Measured]], phases: list[str],
         for name in phases if k % 2 == 0 else phases[::-1]:
             _take(measured, name, clients[name], dep, nova, settings,
                   settings.seconds / slices, k)
+
+
+def _compute_api(kind: str, dep: deploy.Deployment, stack: contextlib.ExitStack,
+                 ) -> tuple[ComputeApi, CellDatabase, str]:
+    """The compute API and the cell database of ``dep``'s cloud, and the API's name
+    in the rows; both gone when ``stack`` closes."""
+    if kind == 'stand-in':
+        stand_in = StandIn(dep.cloud, dep.workdir)
+        stack.callback(stand_in.stop)
+        cell = CellDatabase(dep.cloud)
+        stack.callback(cell.drop)
+        return stand_in, cell, 'stand-in'
+    if kind != 'nova':
+        raise ValueError(f'--compute-api {kind}: stand-in or nova')
+    from bench.nova_api import NovaApi, service_version
+
+    nova = NovaApi(dep.workdir, TOKEN)
+    stack.callback(nova.stop)
+    cell = CellDatabase(dep.cloud, prepare=nova.sync_cell, service_version=service_version())
+    stack.callback(cell.drop)
+    nova.start(dep.cloud)
+    return nova, cell, 'nova-api'
 
 
 def run(providers: int, settings: Settings | None = None) -> list[Row]:
@@ -669,17 +730,14 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         n = len(dep.cloud.hosts)
         row(Row('host data: seed Placement (setup)', n, dep.seed_seconds, unit='s'))
         started = time.monotonic()
-        nova = StandIn(dep.cloud, dep.workdir)
-        stack.callback(nova.stop)
-        cell = CellDatabase(dep.cloud)
-        stack.callback(cell.drop)
-        row(Row('host data: stand-in and cell database (setup)', n,
+        nova, cell, api = _compute_api(settings.compute_api, dep, stack)
+        row(Row(f'host data: {api} and cell database (setup)', n,
                 time.monotonic() - started, unit='s'))
         nova.services_read()  # the stand-in serialises the document at the first
         before = _services(nova.stats())
         alone = [nova.services_read() for _ in range(ALONE_SAMPLES)]
         after = _services(nova.stats())
-        row(Row('host data: stand-in GET /os-services alone (client side)', n,
+        row(Row(f'host data: {api} GET /os-services alone (client side)', n,
                 statistics.median(s for s, _ in alone) * 1000,
                 note=f'{alone[0][1] / 1e6:.2f} MB, {n} services; server side '
                      f'{(after[1] - before[1]) / (after[0] - before[0]) * 1000:.1f} ms '
@@ -732,12 +790,7 @@ def main(argv: list[str] | None = None) -> int:
     except deploy.ServiceMissing as e:
         print(f'cannot run: {e}', file=sys.stderr)
         return 2
-    print(render(rows))
-    print('\nnotes:')
-    print(notes(rows))
-    if args.json:
-        write_json(rows, args.json)
-    return 1 if any(r.passed is False for r in rows) else 0
+    return finish(rows, args.json)
 
 
 if __name__ == '__main__':

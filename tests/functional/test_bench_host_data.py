@@ -49,7 +49,7 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
         # Each request arrived after the last read began, so none could take it; the
         # phase's periodic sync may add a read of its own.
         assert calls > 0 and gets >= calls, row
-        assert rows[f'host data: {phase}, stand-in time per GET /os-services']['ours_ms'] > 0
+        assert rows[f'host data: {phase}, compute API time per GET /os-services']['ours_ms'] > 0
     for phase in ('nova, max_age -1', 'nova+cell, cell services'):
         row = rows[f'host data: {phase}, GET /os-services per request']
         assert row['ours_ms'] == 0, row

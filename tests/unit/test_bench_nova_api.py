@@ -1,0 +1,120 @@
+"""bench.nova_api: what is not Nova's in the nova-api it runs, and the rows it seeds."""
+import configparser
+import json
+
+from bench import nova_api
+from bench.host_data import _service_rows, nova_documents
+from bench.synthetic import make_cloud
+
+NOVA_PASTE = """[composite:openstack_compute_api_v21]
+use = call:nova.api.auth:pipeline_factory_v21
+keystone = cors http_proxy_to_wsgi compute_req_id faultwrap request_log sizelimit osprofiler \
+authtoken keystonecontext osapi_compute_app_v21
+
+[composite:openstack_compute_api_v21_legacy_v2_compatible]
+use = call:nova.api.auth:pipeline_factory_v21
+keystone = cors authtoken keystonecontext legacy_v2_compatible osapi_compute_app_v21
+
+[filter:authtoken]
+paste.filter_factory = keystonemiddleware.auth_token:filter_factory
+"""
+
+
+def _pipelines(text):
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    return parser, [parser[s]['keystone'].split() for s in parser.sections()
+                    if 'keystone' in parser[s]]
+
+
+def test_the_paste_config_is_novas_with_authtoken_replaced_and_nothing_else():
+    parser, pipelines = _pipelines(nova_api.paste_ini(NOVA_PASTE, 'secret'))
+    _, novas = _pipelines(NOVA_PASTE)
+    assert pipelines == [[f if f != 'authtoken' else 'benchauth' for f in p] for p in novas]
+    assert parser['filter:benchauth']['paste.filter_factory'] == (
+        'bench.nova_api:auth_filter_factory')
+    assert parser['filter:benchauth']['token'] == 'secret'
+
+
+def test_a_paste_config_without_authtoken_is_refused():
+    text = NOVA_PASTE.replace(' authtoken', '')
+    try:
+        nova_api.paste_ini(text, 'secret')
+    except RuntimeError as e:
+        assert 'authtoken' in str(e)
+    else:
+        raise AssertionError('a pipeline without authtoken was taken')
+
+
+def _call(token):
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        start_response('200 OK', [])
+        return [b'{}']
+
+    statuses = []
+    body = nova_api.auth_filter_factory({}, token='secret')(app)(
+        {'HTTP_X_AUTH_TOKEN': token} if token else {}, lambda s, h: statuses.append(s))
+    return statuses[0], b''.join(body), seen
+
+
+def test_the_bench_token_reaches_nova_as_a_confirmed_project_admin():
+    status, _, environ = _call('secret')
+    assert status == '200 OK'
+    assert environ['HTTP_X_IDENTITY_STATUS'] == 'Confirmed'
+    assert 'admin' in environ['HTTP_X_ROLES'].split(',')
+    assert environ['HTTP_X_USER_ID'] and environ['HTTP_X_PROJECT_ID']
+
+
+def test_any_other_token_gets_a_401_and_never_reaches_nova():
+    for token in ('wrong', None):
+        status, body, environ = _call(token)
+        assert status.startswith('401')
+        assert environ == {}
+        assert json.loads(body)['error']['code'] == 401
+
+
+def test_answers_are_timed_per_path_and_per_phase_label(tmp_path):
+    def app(environ, start_response):
+        start_response('200 OK', [])
+        return [b'{"path": "', environ['PATH_INFO'].encode(), b'"}']
+
+    timed = nova_api._Timed(app, tmp_path)
+    bodies = [b''.join(timed({'PATH_INFO': path}, lambda s, h: None))
+              for path in ('/p-nova/v2.1/os-services', '/v2.1/os-services', '/v2.1/os-aggregates')]
+    # Nova sees the path without the label.
+    assert json.loads(bodies[0])['path'] == '/v2.1/os-services'
+    stats = nova_api.read_stats(tmp_path)
+    assert {k: v[0] for k, v in stats.items()} == {
+        '/v2.1/os-services': 2, '/p-nova/v2.1/os-services': 1, '/v2.1/os-aggregates': 1}
+    assert all(seconds >= 0 for _, seconds in stats.values())
+
+
+def test_the_api_database_maps_every_compute_and_holds_the_clouds_aggregates():
+    cloud = make_cloud(60)
+    rows = nova_api._api_rows(cloud, cell_mapping_id=7)
+    document = cloud.hosts_document()
+    assert rows['hosts'] == [(h['service_host'], 7) for h in document['hosts']]
+    assert sorted(a[1] for a in rows['aggregates']) == sorted(
+        a['uuid'] for a in document['aggregates'])
+    assert len(rows['members']) == sum(len(a['hosts']) for a in document['aggregates'])
+    assert len(rows['metadata']) == sum(len(a['metadata']) for a in document['aggregates'])
+
+
+def test_the_cell_rows_and_the_stand_in_agree_on_who_reports():
+    # A forced-down compute is fenced: no heartbeat in the rows, none in the stand-in's
+    # answers, so nova-api and the stand-in show it with the same updated_at.
+    cloud = make_cloud(1000)  # 3 forced down, 9 disabled
+    services = {s['host']: s for s in nova_documents(cloud)['services']}
+    rows = {row[2]: row for row in _service_rows(cloud)}
+    assert services.keys() == rows.keys()
+    for host, (_, _, _, reports, disabled, _, forced_down, _, uuid) in rows.items():
+        assert uuid == services[host]['id']
+        assert disabled == (services[host]['status'] == 'disabled')
+        if forced_down or services[host]['state'] == 'down':
+            assert reports == 0, host
+        else:
+            assert reports == 1, host
+    assert any(r[6] for r in rows.values()), 'the cloud has no forced-down compute to test'
