@@ -31,9 +31,12 @@ nova_group = cfg.OptGroup(
 nova_opts = [
     cfg.IntOpt('sync_interval', default=60, min=0,
                help='Seconds between two reads of aggregates, services and hypervisors '
-                    'from the compute API. 0 turns the sync off; so does an empty '
-                    'auth_type. A failed read keeps the last good data and is tried '
-                    'again at the next interval.'),
+                    'from the compute API, by each worker. 0 turns the sync off; so does '
+                    'an empty auth_type. A failed read keeps the last good data and is '
+                    'tried again at the next interval. Nova 34\'s nova-api takes about '
+                    '10 ms per compute node to list hypervisors (84 s at 10,000, '
+                    'measured by bench.nova_api), each worker once per interval: at that '
+                    'size, lengthen the interval.'),
     cfg.StrOpt('microversion', default=MAX_MICROVERSION,
                help=f'Compute API microversion of every request, from {MIN_MICROVERSION} '
                     f'(UUID ids) to {MAX_MICROVERSION} (the last that reports cpu_info '
@@ -50,7 +53,12 @@ nova_opts = [
                       'before it began). 0, the default: before every '
                       'request, as nova-scheduler reads its services table per request, so '
                       'a host disabled or forced down through the API is never chosen '
-                      'after the API answered. -1: only with the periodic sync.'),
+                      'after the API answered. -1: only with the periodic sync. Nova 34\'s '
+                      'nova-api takes about half a millisecond per compute service to '
+                      'answer that read (0.55 s at 1,000, 5.4 s at 10,000, measured by '
+                      'bench.nova_api), and each request waits for one: beyond a few '
+                      'hundred computes, read the services table instead ([cell_database] '
+                      'service_states, as nova-scheduler does) or use -1.'),
     cfg.FloatOpt('connect_timeout', default=5.0, min=0.1,
                  help='Seconds to wait for a TCP connection to the compute API.'),
     cfg.FloatOpt('read_timeout', default=30.0, min=0.1,
