@@ -42,6 +42,41 @@ MAX_HYPERVISOR_PAGES = 1000
 #: Above this many unknown nodes at once, one full sync costs less than look-ups.
 MAX_SINGLE_LOOKUPS = 20
 _URL_USERINFO_RE = re.compile(r'(//)[^/@\s]+@')
+#: A read of the compute services' state that requests wait for, longer than this, is
+#: logged: it is many times what deciding takes (Nova 34's nova-api needs about 0.5 ms
+#: per compute service for it, so this is about 2,000 computes).
+SLOW_SERVICES_READ = 1.0
+#: Each kind of slow-read WARNING is logged at most once in this many seconds per process.
+SLOW_LOG_EVERY = 3600.0
+
+
+class Throttle:
+    """True at the first :meth:`due` and then at most once per ``every`` seconds."""
+
+    def __init__(self, every: float = SLOW_LOG_EVERY,
+                 clock: Callable[[], float] = time.monotonic):
+        self._every = every
+        self._clock = clock
+        self._last: float | None = None
+
+    def due(self) -> bool:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._every:
+            return False
+        self._last = now
+        return True
+
+
+def note_services_read(seconds: float, throttle: Throttle) -> None:
+    """A WARNING when a read of the services' state that requests wait for was slow."""
+    if seconds > SLOW_SERVICES_READ and throttle.due():
+        LOG.warning('reading the compute services\' state before requests took %.1fs, and '
+                    'they wait for it: through the compute API the read grows with the '
+                    'number of computes (about 0.5 ms each for Nova 34\'s nova-api). Read '
+                    'the cell databases\' services tables instead ([cell_database] '
+                    'service_states = true, with Nova\'s database servicegroup driver) or '
+                    'set [nova] service_state_max_age = -1 (doc/host-data.md). Logged at '
+                    'most once an hour.', seconds)
 
 
 def _redact(text: str) -> str:
@@ -215,6 +250,8 @@ class NovaSync(PeriodicSync):
         self._reader_wait = reader_wait
         self._held_change: int | None = None
         self._held_keys: list[tuple[Any, ...]] | None = None
+        self._slow_reads = Throttle(clock=clock)
+        self._slow_syncs = Throttle(clock=clock)
 
     def fresh_service_states(self) -> None:
         """Make the compute services' state at most ``service_state_max_age`` seconds
@@ -246,6 +283,7 @@ class NovaSync(PeriodicSync):
                 LOG.warning('compute services read failed (%s); deciding with the '
                             'state of %s', e, 'the last sync' if read_at else 'no sync yet')
                 return
+            note_services_read(self._clock() - started, self._slow_reads)
             self._catalog.apply_service_states(services, unknown)
             self._services_read_at = started
 
@@ -278,6 +316,7 @@ class NovaSync(PeriodicSync):
             LOG.warning('compute services read failed (%s); deciding with the state '
                         'of %s', e, 'the last read' if self._services_read_at else 'no sync yet')
             return
+        note_services_read(self._clock() - started, self._slow_reads)
         try:
             published = self._shared.publish_read(started, keys, self._held_change,
                                                   self._held_keys)
@@ -314,6 +353,12 @@ class NovaSync(PeriodicSync):
         log('compute API sync: %d aggregates, %d compute services, %d hypervisors in %.1fs',
             len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors),
             time.monotonic() - started)
+        took = self._clock() - started
+        if took > self._interval and self._slow_syncs.due():
+            LOG.warning('compute API sync took %.0fs, longer than [nova] sync_interval '
+                        '(%ss): each worker lists every hypervisor once per sync, which '
+                        'takes Nova 34\'s nova-api about 10 ms a node; lengthen '
+                        'sync_interval. Logged at most once an hour.', took, self._interval)
         self.failures_in_a_row = 0
         self.last_success = time.monotonic()
         return True

@@ -20,7 +20,12 @@ from oslo_config import cfg
 
 from scheduler.catalog import nova_api
 from scheduler.catalog.nova_api import NovaApiError
-from scheduler.catalog.nova_sync import ServicesSource, services_source_from_conf
+from scheduler.catalog.nova_sync import (
+    ServicesSource,
+    Throttle,
+    note_services_read,
+    services_source_from_conf,
+)
 from scheduler.catalog.shared_services import SharedReads
 
 LOG = logging.getLogger(__name__)
@@ -36,6 +41,7 @@ class Publisher:
         self._clock = clock
         self._change: int | None = None
         self._keys: list[nova_api.ServiceKey] | None = None
+        self._slow_reads = Throttle(clock=clock)
 
     def read(self) -> float | None:
         """When the published read began (this one, or a newer one a worker
@@ -46,6 +52,7 @@ class Publisher:
         except NovaApiError as e:
             LOG.warning('compute services read failed (%s); the workers read in their turn', e)
             return None
+        note_services_read(self._clock() - started, self._slow_reads)
         with self._shared.turn():
             published = self._shared.published()
             if published.read_at is not None and published.read_at >= started:
