@@ -35,7 +35,7 @@ nova_opts = [
                     'an empty auth_type. A failed read keeps the last good data and is '
                     'tried again at the next interval. Nova 34\'s nova-api takes about '
                     '10 ms per compute node to list hypervisors (84 s at 10,000, '
-                    'measured by bench.nova_api), each worker once per interval: at that '
+                    'measured by bench.nova_api), each worker once per sync: at that '
                     'size, lengthen the interval.'),
     cfg.StrOpt('microversion', default=MAX_MICROVERSION,
                help=f'Compute API microversion of every request, from {MIN_MICROVERSION} '
