@@ -383,10 +383,7 @@ class CellDatabase:
     def __init__(self, cloud: SyntheticCloud, *,
                  prepare: Callable[[str], None] | None = None, service_version: int = 66):
         import psycopg2
-        from psycopg2.extras import execute_values
 
-        from tests.fixtures.cell_databases import _POSTGRES_SERVICES, _POSTGRES_TABLE
-        from tests.fixtures.nova_host_data import pci_pool, pci_stats_json, two_cell_host
         from tests.fixtures.postgres_placement import POSTGRES_URL, _maintenance_connection
 
         self.database = f'bench_cell_{uuidlib.uuid4().hex[:10]}'
@@ -394,6 +391,28 @@ class CellDatabase:
         with self._admin.cursor() as cursor:
             cursor.execute(f'CREATE DATABASE "{self.database}"')
         self.url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{self.database}'
+        self._psycopg2 = psycopg2
+        try:
+            self._seed(cloud, prepare, service_version)
+        except BaseException:
+            from tests.fixtures.postgres_placement import _drop_database
+
+            _drop_database(self._admin, self.database)
+            self._admin.close()
+            raise
+        self._stop = threading.Event()
+        self._heartbeats = threading.Thread(target=self._report, name='cell-heartbeats',
+                                            daemon=True)
+        self._heartbeats.start()
+
+    def _seed(self, cloud: SyntheticCloud, prepare: Callable[[str], None] | None,
+              service_version: int) -> None:
+        """The schema (``prepare``'s, or the fixture's tables) and the cloud's rows."""
+        from psycopg2.extras import execute_values
+
+        from tests.fixtures.cell_databases import _POSTGRES_SERVICES, _POSTGRES_TABLE
+        from tests.fixtures.nova_host_data import pci_pool, pci_stats_json, two_cell_host
+
         numa, pci = two_cell_host(), pci_stats_json(
             pci_pool('8086', '154d', 4, numa_node=0, dev_type='type-PF',
                      physical_network='physnet1'))
@@ -410,7 +429,6 @@ class CellDatabase:
                          numa if i % round(1 / NUMA_SHARE) == 0 else None,
                          pci if i % round(1 / PCI_SHARE) == 1 else None,
                          cpu_ratio, ram_ratio))
-        self._psycopg2 = psycopg2
         if prepare is not None:
             prepare(self.url)
         connection = self.connect()
@@ -443,10 +461,6 @@ class CellDatabase:
             cursor.execute('ANALYZE services')
         finally:
             connection.close()
-        self._stop = threading.Event()
-        self._heartbeats = threading.Thread(target=self._report, name='cell-heartbeats',
-                                            daemon=True)
-        self._heartbeats.start()
 
     def _report(self) -> None:
         """nova-compute's service reports: every compute writes its heartbeat every

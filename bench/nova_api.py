@@ -23,10 +23,13 @@ context from them, as in production); and each answer is timed around the
 application, with the ``/p-<label>`` prefix bench.host_data gives each phase's
 service stripped before Nova sees the path.
 
-Rows, per size: ``GET /os-services?binary=nova-compute`` alone (client side, and the
-server's own time), the whole paged ``GET /os-hypervisors/detail`` as the ``[nova]``
-sync reads it, ``GET /os-aggregates``; and whether the service's own parser
-(``scheduler.catalog.nova_api``) reads the same state from both answers.
+Rows, per size and for each API: ``GET /os-services?binary=nova-compute`` alone (client
+side, and the server's own time), ``GET /os-hypervisors/{uuid}`` of one node (a look-up),
+``GET /os-aggregates``, and the whole paged ``GET /os-hypervisors/detail`` as the
+``[nova]`` sync reads it (``--no-hypervisors`` leaves it out: 8-10 ms a node in
+nova-api); then whether the service's own parsers (``scheduler.catalog.nova_api``) read
+the same service states, aggregates and hypervisors from both answers (a failed row,
+exit status 1, when they do not).
 bench.host_data runs its phases against this API with ``--compute-api nova``.
 """
 from __future__ import annotations
@@ -50,9 +53,9 @@ from typing import Any
 from bench import deploy
 from bench.synthetic import SyntheticCloud
 
-#: The token the bench's services send (tests.fixtures.fake_nova.TOKEN).
+#: What authtoken would give the bench's admin.
 _ROLES = 'admin,member,reader'
-#: Every service record the API shows at 2.87 (the stand-in's shape).
+#: The microversion of every read: the [nova] sync's default, and the stand-in's shapes.
 MICROVERSION = '2.87'
 #: gunicorn worker processes, as a small nova-api deployment runs (uwsgi ``processes``).
 DEFAULT_API_WORKERS = 2
@@ -118,7 +121,7 @@ def read_stats(directory: pathlib.Path) -> dict[str, list[float]]:
     for path in directory.glob('stats-*.json'):
         try:
             stats = json.loads(path.read_text())
-        except ValueError:  # a worker is writing it: its last counts come at the next call
+        except ValueError:  # written by rename, so only a file from before that was cut short
             continue
         for key, (count, seconds) in stats.items():
             entry = total.setdefault(key, [0, 0.0])
@@ -185,13 +188,18 @@ def paste_ini(nova_paste: str, token: str) -> str:
         f'token = {token}\n')
 
 
-def _nova_conf(api_url: str, cell1_url: str, workdir: pathlib.Path) -> str:
+def _nova_conf(api_url: str, cell1_url: str, workdir: pathlib.Path,
+               response_validation: str) -> str:
     return f"""[DEFAULT]
 transport_url = rabbit://guest:guest@127.0.0.1:5672/
 service_down_time = {deploy.SERVICE_DOWN_TIME}
 use_stderr = true
 debug = false
 # The log line per request (nova.api.openstack.requestlog) is nova-api's default.
+
+[api]
+# Nova's default is warn: every answer is checked against its response schema.
+response_validation = {response_validation}
 
 [api_database]
 connection = {api_url}
@@ -275,13 +283,14 @@ class NovaApi:
     (:class:`bench.host_data.CellDatabase` built with ``prepare=`` :meth:`sync_cell`),
     so that ``[cell_database]`` reads the rows nova-api serves."""
 
-    def __init__(self, workdir: pathlib.Path, token: str):
+    def __init__(self, workdir: pathlib.Path, token: str, *, response_validation: str = 'warn'):
         from tests.fixtures.postgres_placement import POSTGRES_URL, _maintenance_connection
 
         self.workdir = workdir / 'nova-api'
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / 'locks').mkdir(exist_ok=True)
         self.token = token
+        self.response_validation = response_validation
         tag = uuidlib.uuid4().hex[:10]
         self.databases = [f'bench_nova_api_{tag}', f'bench_nova_cell0_{tag}']
         self._admin = _maintenance_connection()
@@ -298,7 +307,7 @@ class NovaApi:
     def sync_cell(self, cell1_url: str) -> None:
         """The schemas, as an operator deploys them, with ``cell1_url`` as cell1."""
         (self.workdir / 'nova.conf').write_text(
-            _nova_conf(self.api_url, cell1_url, self.workdir))
+            _nova_conf(self.api_url, cell1_url, self.workdir, self.response_validation))
         (self.workdir / 'api-paste.ini').write_text(paste_ini(nova_paste_ini(), self.token))
         _manage(self.workdir, 'api_db', 'sync')
         _manage(self.workdir, 'cell_v2', 'map_cell0', '--database_connection', self.cell0_url)
@@ -459,8 +468,8 @@ def _server_ms(stats: dict[str, list[float]], before: dict[str, list[float]], pa
     return seconds / count * 1000 if count else float('nan')
 
 
-def compare(providers: int, *, hypervisors: bool = True,
-            samples: int = SAMPLES) -> Iterator[Any]:
+def compare(providers: int, *, hypervisors: bool = True, samples: int = SAMPLES,
+            response_validation: str = 'warn') -> Iterator[Any]:
     """One size's rows (the module's doc)."""
     from bench.host_data import CellDatabase, StandIn
     from bench.report import Row
@@ -472,13 +481,15 @@ def compare(providers: int, *, hypervisors: bool = True,
     with tempfile.TemporaryDirectory(prefix='bench-nova-api-') as tmp:
         workdir = pathlib.Path(tmp)
         started = time.monotonic()
-        nova = NovaApi(workdir, TOKEN)
+        nova = NovaApi(workdir, TOKEN, response_validation=response_validation)
         stand_in = cell = None
         try:
             cell = CellDatabase(cloud, prepare=nova.sync_cell, service_version=service_version())
             nova.start(cloud)
             yield Row('nova-api: databases synced, seeded, started (setup)', n,
-                      time.monotonic() - started, unit='s')
+                      time.monotonic() - started, unit='s',
+                      note=f'Nova 34, 2 gunicorn sync workers, [api] response_validation = '
+                           f'{response_validation}')
             stand_in = StandIn(cloud, workdir)
             ours = _StandInClient(stand_in)
             ours.get('/os-services', binary='nova-compute')
@@ -548,13 +559,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--providers', default='1000', help='numbers of computes, comma-separated')
     parser.add_argument('--no-hypervisors', action='store_true',
                         help='leave the paged GET /os-hypervisors/detail out')
+    parser.add_argument('--response-validation', choices=('warn', 'ignore', 'error'),
+                        default='warn', help="nova-api's [api] response_validation "
+                        "(Nova's default: warn)")
     parser.add_argument('--samples', type=int, default=SAMPLES,
                         help='timed reads of each kind (the median is reported)')
     parser.add_argument('--json', metavar='PATH', help='also write the rows as JSON')
     args = parser.parse_args(argv)
     rows = []
     for n in (int(p) for p in args.providers.split(',') if p.strip()):
-        for row in compare(n, hypervisors=not args.no_hypervisors, samples=args.samples):
+        for row in compare(n, hypervisors=not args.no_hypervisors, samples=args.samples,
+                           response_validation=args.response_validation):
             rows.append(row)
             print(render([row]).splitlines()[-1], file=sys.stderr, flush=True)
     return finish(rows, args.json)
