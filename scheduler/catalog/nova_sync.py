@@ -67,9 +67,12 @@ class Throttle:
         return True
 
 
-def note_services_read(seconds: float, throttle: Throttle) -> None:
-    """A WARNING when a read of the services' state that requests wait for was slow."""
-    if seconds > SLOW_SERVICES_READ and throttle.due():
+def note_services_read(seconds: float, throttle: Throttle, *, from_api: bool) -> None:
+    """A WARNING when a read of the services' state that requests wait for was slow;
+    ``from_api``: read through the compute API (else the cell databases)."""
+    if seconds <= SLOW_SERVICES_READ or not throttle.due():
+        return
+    if from_api:
         LOG.warning('reading the compute services\' state before requests took %.1fs, and '
                     'they wait for it: through the compute API the read grows with the '
                     'number of computes (about 0.5 ms each for Nova 34\'s nova-api). Read '
@@ -77,6 +80,11 @@ def note_services_read(seconds: float, throttle: Throttle) -> None:
                     'service_states = true, with Nova\'s database servicegroup driver) or '
                     'set [nova] service_state_max_age = -1 (doc/host-data.md). Logged at '
                     'most once an hour.', seconds)
+    else:
+        LOG.warning('reading the compute services\' state from the cell databases before '
+                    'requests took %.1fs, and they wait for it: set [nova] '
+                    'service_state_max_age to a value longer than a read, or to -1 '
+                    '(doc/host-data.md). Logged at most once an hour.', seconds)
 
 
 def _redact(text: str) -> str:
@@ -283,7 +291,8 @@ class NovaSync(PeriodicSync):
                 LOG.warning('compute services read failed (%s); deciding with the '
                             'state of %s', e, 'the last sync' if read_at else 'no sync yet')
                 return
-            note_services_read(self._clock() - started, self._slow_reads)
+            note_services_read(self._clock() - started, self._slow_reads,
+                               from_api=self._services is self._reader)
             self._catalog.apply_service_states(services, unknown)
             self._services_read_at = started
 
@@ -316,7 +325,8 @@ class NovaSync(PeriodicSync):
             LOG.warning('compute services read failed (%s); deciding with the state '
                         'of %s', e, 'the last read' if self._services_read_at else 'no sync yet')
             return
-        note_services_read(self._clock() - started, self._slow_reads)
+        note_services_read(self._clock() - started, self._slow_reads,
+                           from_api=self._services is self._reader)
         try:
             published = self._shared.publish_read(started, keys, self._held_change,
                                                   self._held_keys)

@@ -21,6 +21,7 @@ from oslo_config import cfg
 from scheduler.catalog import nova_api
 from scheduler.catalog.nova_api import NovaApiError
 from scheduler.catalog.nova_sync import (
+    NovaComputeReader,
     ServicesSource,
     Throttle,
     note_services_read,
@@ -52,7 +53,8 @@ class Publisher:
         except NovaApiError as e:
             LOG.warning('compute services read failed (%s); the workers read in their turn', e)
             return None
-        note_services_read(self._clock() - started, self._slow_reads)
+        note_services_read(self._clock() - started, self._slow_reads,
+                           from_api=isinstance(self._source, NovaComputeReader))
         with self._shared.turn():
             published = self._shared.published()
             if published.read_at is not None and published.read_at >= started:

@@ -13,7 +13,12 @@ import pytest
 
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.nova_api import NovaSnapshot, ServiceState
-from scheduler.catalog.nova_sync import SLOW_LOG_EVERY, SLOW_SERVICES_READ, NovaSync
+from scheduler.catalog.nova_sync import (
+    SLOW_LOG_EVERY,
+    SLOW_SERVICES_READ,
+    NovaComputeReader,
+    NovaSync,
+)
 from scheduler.catalog.services_reader import Publisher
 from scheduler.catalog.shared_services import SharedReads
 
@@ -48,6 +53,16 @@ class SlowApi:
     def read(self) -> NovaSnapshot:
         self._wait()
         return NovaSnapshot()
+
+
+class SlowComputeApi(NovaComputeReader):
+    """The same, as the compute API's own reader (what the services reader tells apart)."""
+
+    def __init__(self, clock: Clock, seconds: float):  # no adapter: nothing is sent
+        self._slow = SlowApi(clock, seconds)
+
+    def read_service_keys(self):
+        return self._slow.read_service_keys()
 
 
 def _warnings(caplog, text: str) -> int:
@@ -94,18 +109,31 @@ def test_a_read_no_slower_than_the_bound_is_not_logged(caplog, seconds):
     assert _warnings(caplog, 'services') == 0
 
 
-def test_the_services_reader_of_several_workers_logs_its_slow_reads_too(caplog):
+def test_a_slow_read_of_the_cell_databases_does_not_send_the_operator_to_them(caplog):
+    clock = Clock()
+    sync = NovaSync(HostCatalog(default_cell_uuid=CELL), SlowApi(clock, 0.0),  # type: ignore[arg-type]
+                    interval=60, service_state_max_age=0.0, clock=clock,
+                    services=SlowApi(clock, SLOW_SERVICES_READ + 3))
+    with caplog.at_level(logging.WARNING):
+        sync.fresh_service_states()
+    assert _warnings(caplog, 'from the cell databases') == 1
+    assert _warnings(caplog, 'service_states = true') == 0
+
+
+@pytest.mark.parametrize('source, advice', [(SlowComputeApi, 'service_states = true'),
+                                            (SlowApi, 'from the cell databases')])
+def test_the_services_reader_of_several_workers_logs_its_slow_reads_too(caplog, source,
+                                                                        advice):
     clock = Clock()
     shared = SharedReads.create()
     try:
-        publisher = Publisher(SlowApi(clock, SLOW_SERVICES_READ + 2), shared,  # type: ignore[arg-type]
-                              clock=clock)
+        publisher = Publisher(source(clock, SLOW_SERVICES_READ + 2), shared, clock=clock)
         with caplog.at_level(logging.WARNING):
             assert publisher.read() is not None
             assert publisher.read() is not None
     finally:
         shared.remove()
-    assert _warnings(caplog, 'service_states = true') == 1
+    assert _warnings(caplog, advice) == 1
 
 
 def test_a_sync_longer_than_its_interval_says_to_lengthen_it(caplog):
