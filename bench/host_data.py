@@ -294,6 +294,15 @@ class ComputeApi(Protocol):
     def stop(self) -> None: ...
 
 
+def nova_config(base: str, label: str, token: str, **extra: Any) -> str:
+    """``[nova]`` for one phase's service, reaching the compute API at ``base`` under
+    ``/label``, so that its requests are counted under ``label``."""
+    url = f'{base}/{label}/v2.1'
+    options = {'auth_type': 'admin_token', 'token': token, 'endpoint': url,
+               'endpoint_override': url, **extra}
+    return '[nova]\n' + ''.join(f'{k} = {v}\n' for k, v in options.items())
+
+
 class StandIn:
     """The stand-in compute API in a process of its own (not the clients' GIL)."""
 
@@ -318,21 +327,22 @@ class StandIn:
     def stats(self) -> dict[str, list[float]]:
         return self._session.get(f'{self.base}/_stats', timeout=30).json()
 
+    def get(self, path: str, **params: Any) -> Any:
+        """GET ``path`` (below /v2.1) as the sync sends it; an HTTP error raises."""
+        response = self._session.get(
+            f'{self.url}{path}', params=params or None, timeout=60,
+            headers={'X-Auth-Token': TOKEN, 'OpenStack-API-Version': 'compute 2.87'})
+        response.raise_for_status()
+        return response
+
     def services_read(self) -> tuple[float, int]:
         """One GET /os-services?binary=nova-compute as the sync sends it: seconds, bytes."""
         started = time.perf_counter()
-        response = self._session.get(
-            f'{self.url}/os-services', params={'binary': 'nova-compute'}, timeout=60,
-            headers={'X-Auth-Token': TOKEN, 'OpenStack-API-Version': 'compute 2.87'})
-        response.raise_for_status()
+        response = self.get('/os-services', binary='nova-compute')
         return time.perf_counter() - started, len(response.content)
 
     def config(self, label: str, **extra: Any) -> str:
-        """``[nova]`` for one service: its requests are counted under ``label``."""
-        url = f'{self.base}/{label}/v2.1'
-        options = {'auth_type': 'admin_token', 'token': TOKEN, 'endpoint': url,
-                   'endpoint_override': url, **extra}
-        return '[nova]\n' + ''.join(f'{k} = {v}\n' for k, v in options.items())
+        return nova_config(self.base, label, TOKEN, **extra)
 
     def stop(self) -> None:
         if self.process.poll() is None:

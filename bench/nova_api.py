@@ -300,7 +300,6 @@ class NovaApi:
         base = POSTGRES_URL.rsplit('/', 1)[0]
         self.api_url, self.cell0_url = (f'{base}/{d}' for d in self.databases)
         self.process: subprocess.Popen[Any] | None = None
-        self.services_bytes = 0
         self.url = self.base = ''
         self._session: Any = None
 
@@ -372,15 +371,12 @@ class NovaApi:
         """One GET /os-services?binary=nova-compute as the sync sends it: seconds, bytes."""
         started = time.perf_counter()
         response = self.get('/os-services', binary='nova-compute')
-        self.services_bytes = len(response.content)
         return time.perf_counter() - started, len(response.content)
 
     def config(self, label: str, **extra: Any) -> str:
-        """``[nova]`` for one service: its requests are counted under ``label``."""
-        url = f'{self.base}/{label}/v2.1'
-        options = {'auth_type': 'admin_token', 'token': self.token, 'endpoint': url,
-                   'endpoint_override': url, **extra}
-        return '[nova]\n' + ''.join(f'{k} = {v}\n' for k, v in options.items())
+        from bench.host_data import nova_config
+
+        return nova_config(self.base, label, self.token, **extra)
 
     def stop(self) -> None:
         from tests.fixtures.postgres_placement import _drop_database
@@ -443,25 +439,6 @@ def _aggregates(api: Any) -> dict[str, Any]:
             for a in nova_api.parse_aggregates(api.get('/os-aggregates').json())}
 
 
-class _StandInClient:
-    """bench.host_data's stand-in, reached the way NovaApi.get reaches nova-api."""
-
-    def __init__(self, stand_in: Any):
-        import requests
-
-        from tests.fixtures.fake_nova import TOKEN
-
-        self.stand_in, self._session, self._token = stand_in, requests.Session(), TOKEN
-
-    def get(self, path: str, **params: Any) -> Any:
-        response = self._session.get(
-            f'{self.stand_in.url}{path}', params=params or None, timeout=900,
-            headers={'X-Auth-Token': self._token,
-                     'OpenStack-API-Version': f'compute {MICROVERSION}'})
-        response.raise_for_status()
-        return response
-
-
 def _server_ms(stats: dict[str, list[float]], before: dict[str, list[float]], path: str) -> float:
     count = stats.get(path, [0, 0.0])[0] - before.get(path, [0, 0.0])[0]
     seconds = stats.get(path, [0, 0.0])[1] - before.get(path, [0, 0.0])[1]
@@ -471,7 +448,7 @@ def _server_ms(stats: dict[str, list[float]], before: dict[str, list[float]], pa
 def compare(providers: int, *, hypervisors: bool = True, samples: int = SAMPLES,
             response_validation: str = 'warn') -> Iterator[Any]:
     """One size's rows (the module's doc)."""
-    from bench.host_data import CellDatabase, StandIn
+    from bench.host_data import SERVICES_PATH, CellDatabase, StandIn
     from bench.report import Row
     from bench.synthetic import make_cloud
     from tests.fixtures.fake_nova import TOKEN
@@ -491,28 +468,26 @@ def compare(providers: int, *, hypervisors: bool = True, samples: int = SAMPLES,
                       note=f'Nova 34, 2 gunicorn sync workers, [api] response_validation = '
                            f'{response_validation}')
             stand_in = StandIn(cloud, workdir)
-            ours = _StandInClient(stand_in)
-            ours.get('/os-services', binary='nova-compute')
-            for name, api, path in (('stand-in', ours, '/v2.1/os-services'),
-                                    ('nova-api', nova, '/v2.1/os-services')):
-                stats = stand_in.stats if api is ours else nova.stats
+            stand_in.get('/os-services', binary='nova-compute')  # serialised at the first
+            for name, api in (('stand-in', stand_in), ('nova-api', nova)):
+                stats = api.stats
                 before = stats()
                 client = _timed(lambda api=api: api.get('/os-services', binary='nova-compute'),
                                 samples)
                 size = len(api.get('/os-services', binary='nova-compute').content)
                 yield Row(f'GET /os-services?binary=nova-compute alone: {name}', n,
                           client * 1000, note=f'client side, median of {samples}; server '
-                          f'side {_server_ms(stats(), before, path):.1f} ms mean; '
+                          f'side {_server_ms(stats(), before, SERVICES_PATH):.1f} ms mean; '
                           f'{size / 1e6:.2f} MB')
             node = cloud.hosts[len(cloud.hosts) // 2].root.uuid
-            for name, api in (('stand-in', ours), ('nova-api', nova)):
+            for name, api in (('stand-in', stand_in), ('nova-api', nova)):
                 yield Row(f'GET /os-hypervisors/{{uuid}}, one node: {name}', n,
                           _timed(lambda api=api: api.get(f'/os-hypervisors/{node}'),
                                  samples) * 1000,
                           note=f'client side, median of {samples}; the node and its service, '
                                f'as a look-up of one node reads them')
             theirs = _states(nova.get('/os-services', binary='nova-compute').content)
-            mine = _states(ours.get('/os-services', binary='nova-compute').content)
+            mine = _states(stand_in.get('/os-services', binary='nova-compute').content)
             differ = sorted(h for h in set(theirs) | set(mine) if theirs.get(h) != mine.get(h))
             yield Row('the service reads the same states from both answers', n,
                       float(len(differ)), unit='hosts differ', passed=not differ,
@@ -521,7 +496,7 @@ def compare(providers: int, *, hypervisors: bool = True, samples: int = SAMPLES,
                            + ''.join(f'; {h}: nova-api {theirs.get(h)}, stand-in {mine.get(h)}'
                                      for h in differ[:3]))
             read: dict[str, dict[str, dict[str, Any]]] = {}
-            for name, api in (('stand-in', ours), ('nova-api', nova)):
+            for name, api in (('stand-in', stand_in), ('nova-api', nova)):
                 yield Row(f'GET /os-aggregates: {name}', n,
                           _timed(lambda api=api: api.get('/os-aggregates'), 3) * 1000,
                           note='client side, median of 3')
