@@ -35,7 +35,10 @@ Precedence (doc/host-data.md):
   for nodes the snapshot does not have. Casts carry no host data.
 * NUMA topology and PCI pools: the cell databases' when they have the node
   (by provider uuid, else nodename), else the file's. The cell databases also
-  give the service host of nodes the compute API snapshot does not have.
+  give the compute API's fields (service host, host_ip, hypervisor type/version,
+  cpu_info: the same row's) of nodes the compute API snapshot does not have,
+  which is all of them when the ``[nova]`` sync leaves the hypervisors to the
+  cell databases.
 
 Every method takes the one lock; casts arrive on RPC threads while requests
 read. Returned containers are new; the Aggregate and HostRecord objects in them
@@ -322,6 +325,12 @@ class HostCatalog:
             LOG.info('compute nodes read from their cell database: %s',
                      ', '.join(f'{n.nodename} on {n.service_host}' for n in new))
 
+    def cell_databases_have(self, provider_uuids: Iterable[str]) -> bool:
+        """Whether the cell databases' last reads hold every one of these compute
+        nodes (then they say all the compute API's hypervisor list would)."""
+        with self._lock:
+            return set(provider_uuids).issubset(self._cell_db.by_provider)
+
     def find_nodes(self, host: str | None, node: str | None) -> list[HostRecord]:
         """Compute nodes on service ``host`` (case-insensitive, as Nova matches forced
         hosts) and named ``node`` (exact); None matches any. Sorted by host, node.
@@ -604,18 +613,12 @@ class HostCatalog:
             hypervisor = self._nova.by_nodename.get(record.nodename)
         changes: dict[str, Any] = {}
         if hypervisor is not None:
-            changes['service_host'] = hypervisor.service_host
-            # null in the API means "not reported": the file's value stays.
-            for name in ('host_ip', 'hypervisor_type', 'hypervisor_version'):
-                value = getattr(hypervisor, name)
-                if value is not None:
-                    changes[name] = value
-            if hypervisor.cpu_info:
-                changes['cpu_info'] = dict(hypervisor.cpu_info)
+            changes.update(_hypervisor_fields(hypervisor))
         node = self._cell_db.find(record.provider_uuid, record.nodename)
         if node is not None:
-            if hypervisor is None and node.service_host:
-                changes['service_host'] = node.service_host
+            if hypervisor is None:
+                # The row the compute API's hypervisor list would show them from.
+                changes.update(_hypervisor_fields(node))
             if node.cell_uuid is not None:
                 changes['cell_uuid'] = node.cell_uuid
             if node.supported_instances is not None:
@@ -694,6 +697,24 @@ def _node_names(node: ComputeNodeData | None) -> tuple[str | None, ...] | None:
     if node is None:
         return None
     return (node.nodename, node.service_host, node.cell_uuid)
+
+
+def _hypervisor_fields(source: HypervisorInfo | ComputeNodeData) -> dict[str, Any]:
+    """What a compute node's record takes from the compute API's hypervisor list, or
+    from the cell database row that list shows; a null there means "not reported",
+    and the file's value stays. A ``cpu_info`` is shared, not copied (records are
+    read-only, and the nodes of one model share one, as the hosts file's do)."""
+    changes: dict[str, Any] = {}
+    if source.service_host:
+        changes['service_host'] = source.service_host
+    for name in ('host_ip', 'hypervisor_type', 'hypervisor_version'):
+        value = getattr(source, name)
+        if value is not None:
+            changes[name] = value
+    if source.cpu_info:
+        cpu_info = source.cpu_info
+        changes['cpu_info'] = cpu_info if isinstance(cpu_info, dict) else dict(cpu_info)
+    return changes
 
 
 def _service_fields(service: ServiceState) -> dict[str, Any]:

@@ -6,7 +6,9 @@ database. This module reads exactly these columns of the rows not deleted:
 ``uuid`` (the root provider uuid), ``hypervisor_hostname``, ``host``,
 ``numa_topology``, ``pci_stats``, ``cpu_allocation_ratio`` and
 ``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits) and
-``supported_instances`` (ImagePropertiesFilter), and nothing else, from each
+``supported_instances`` (ImagePropertiesFilter), and what the compute API's
+hypervisor list shows of the same row (``host_ip``, ``hypervisor_type``,
+``hypervisor_version``, ``cpu_info``), and nothing else, from each
 configured cell, every ``sync_interval`` seconds, on its own thread
 (:class:`CellDatabaseSync`, shaped like the compute API sync), and, for a request
 that asks for NUMA or PCI, its candidates' rows just before it is decided
@@ -35,7 +37,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
@@ -55,7 +57,8 @@ LOG = logging.getLogger(__name__)
 
 #: The only statement ever sent (besides the read-only session setup).
 QUERY = ('SELECT uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
-         'cpu_allocation_ratio, ram_allocation_ratio, supported_instances '
+         'cpu_allocation_ratio, ram_allocation_ratio, supported_instances, '
+         'host_ip, hypervisor_type, hypervisor_version, cpu_info '
          'FROM compute_nodes WHERE deleted = 0')
 _CELL_PREFIX_RE = re.compile(r'^([0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?'
                              r'[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12})=(.+)$')
@@ -80,20 +83,32 @@ class ComputeNodeData:
     cell_uuid: str | None = None
     #: (architecture, hypervisor type, VM mode) triples the node runs; None: not reported.
     supported_instances: tuple[tuple[str, str, str], ...] | None = None
+    #: As ``GET /os-hypervisors/detail`` shows them (it reads the same row); None or
+    #: empty: not reported.
+    host_ip: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    #: Shared by the nodes whose rows have the same text (read-only, as every field).
+    cpu_info: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
-def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
+def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
+               cpu_infos: dict[str, Any] | None = None
                ) -> tuple[list[ComputeNodeData], list[str]]:
     """Rows of :data:`QUERY` -> nodes (in ``cell_uuid``), and the problems found
     (pure, no I/O).
 
     A field that cannot be parsed is left out (None) and named in the problems;
-    a row without a uuid is skipped.
+    a row without a uuid is skipped. Rows without the last four columns (host_ip,
+    hypervisor type and version, cpu_info) leave those unreported. ``cpu_infos``:
+    the ``cpu_info`` already parsed, by text, to share (a region's computes come in
+    a handful of models, and a parsed one is about a kilobyte).
     """
     nodes: list[ComputeNodeData] = []
     problems: list[str] = []
     for row in rows:
-        node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = row
+        node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = row[:8]
+        host_ip, hv_type, hv_version, cpu_text = (*row[8:12], None, None, None, None)[:4]
         if not node_uuid:
             problems.append(f'a row of {nodename or host or "an unnamed node"} has no uuid')
             continue
@@ -121,10 +136,31 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None
                 problems.append(f'{label} supported_instances: not JSON ({e.msg})')
             except ValueError as e:
                 problems.append(f'{label} {e}')
+        cpu_info: Any = {}
+        if cpu_text:
+            known = cpu_infos.get(cpu_text) if cpu_infos is not None and isinstance(
+                cpu_text, str) else None
+            try:
+                cpu_info = known if known is not None else (
+                    json.loads(cpu_text) if isinstance(cpu_text, str) else cpu_text)
+            except json.JSONDecodeError as e:
+                problems.append(f'{label} cpu_info: not JSON ({e.msg})')
+            if not isinstance(cpu_info, dict):
+                cpu_info = {}
+            elif cpu_infos is not None and isinstance(cpu_text, str):
+                cpu_infos[cpu_text] = cpu_info
+        try:
+            version = int(hv_version) if hv_version is not None else None
+        except (TypeError, ValueError):
+            problems.append(f'{label} hypervisor_version: not a number')
+            version = None
         nodes.append(ComputeNodeData(provider_uuid=str(node_uuid).lower(),
                                      nodename=nodename or None, service_host=host or None,
                                      numa_topology=topology, pci_stats=pools,
-                                     cell_uuid=cell_uuid, supported_instances=instances))
+                                     cell_uuid=cell_uuid, supported_instances=instances,
+                                     host_ip=str(host_ip) if host_ip else None,
+                                     hypervisor_type=hv_type or None,
+                                     hypervisor_version=version, cpu_info=cpu_info))
     return nodes, problems
 
 
@@ -155,15 +191,17 @@ class CellDatabaseReader(ReadOnlyDatabase):
     """Reads one cell database; thread-compatible (one read at a time per reader)."""
 
     def __init__(self, url: str, *, cell_uuid: str | None = None, connect_timeout: int = 5,
-                 query_timeout: int = 30):
+                 query_timeout: int = 30, keep_connection: bool = False):
         super().__init__(url, option=f'[{GROUP}] connections', error=CellDatabaseError,
-                         connect_timeout=connect_timeout, query_timeout=query_timeout)
+                         connect_timeout=connect_timeout, query_timeout=query_timeout,
+                         keep_connection=keep_connection)
         self.cell_uuid = cell_uuid
         # The last whole read's rows and their nodes: nova-compute writes each row
         # every minute, mostly with the same topology and pools, and parsing ten
         # thousand topologies again each time in every worker was most of this
         # source's cost; an unchanged row gives the catalog the same node object.
         self._parsed: dict[tuple[Any, ...], ComputeNodeData] = {}
+        self._cpu_infos: dict[str, Any] = {}
 
     def read(self) -> tuple[list[ComputeNodeData], list[str]]:
         """The compute nodes of this cell and the problems found in their rows."""
@@ -173,6 +211,7 @@ class CellDatabaseReader(ReadOnlyDatabase):
         nodes: list[ComputeNodeData] = []
         problems: list[str] = []
         last, parsed = self._parsed, {}
+        cpu_infos = self._cpu_infos
         for raw in rows:
             key = tuple(raw)
             try:
@@ -180,7 +219,8 @@ class CellDatabaseReader(ReadOnlyDatabase):
             except TypeError:  # a driver that gives a column as a dict or list
                 key, node = (), None
             if node is None:
-                found, trouble = parse_rows([key or raw], self.cell_uuid)
+                found, trouble = parse_rows([key or raw], self.cell_uuid,
+                                            cpu_infos=cpu_infos)
                 problems.extend(trouble)
                 if not found:
                     continue
@@ -191,6 +231,9 @@ class CellDatabaseReader(ReadOnlyDatabase):
             parsed[key] = node
             nodes.append(node)
         self._parsed = parsed
+        # Only the texts some row still has.
+        used = {id(node.cpu_info) for node in nodes}
+        self._cpu_infos = {t: c for t, c in cpu_infos.items() if id(c) in used}
         return nodes, problems
 
     def read_nodes(self, provider_uuids: Sequence[str]) -> tuple[list[ComputeNodeData], list[str]]:
@@ -367,8 +410,10 @@ class CellDatabaseSync(PeriodicSync):
             reader.close()
 
 
-def cell_readers_from_conf(conf: cfg.ConfigOpts) -> list[CellDatabaseReader]:
-    """A reader of each database ``[cell_database] connections`` names (none: empty).
+def cell_readers_from_conf(conf: cfg.ConfigOpts, *, keep_connection: bool = False
+                           ) -> list[CellDatabaseReader]:
+    """A reader of each database ``[cell_database] connections`` names (none: empty);
+    ``keep_connection``: for reads that requests wait for.
 
     ConfigurationError when SQLAlchemy is missing or a URL cannot work.
     """
@@ -379,7 +424,8 @@ def cell_readers_from_conf(conf: cfg.ConfigOpts) -> list[CellDatabaseReader]:
             cell_uuid, url = split_connection(value)
             readers.append(CellDatabaseReader(url, cell_uuid=cell_uuid,
                                               connect_timeout=opts.connect_timeout,
-                                              query_timeout=opts.query_timeout))
+                                              query_timeout=opts.query_timeout,
+                                              keep_connection=keep_connection))
     return readers
 
 

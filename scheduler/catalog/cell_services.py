@@ -4,11 +4,10 @@ What nova-scheduler itself reads before every request (``HostManager`` lists the
 ``nova-compute`` services of every cell and asks the servicegroup API whether
 each is up), and what ``GET /os-services`` answers from the same table; read
 here instead of that API when ``[cell_database]`` gives the cells' connections
-and ``[cell_database] service_states`` is turned on, for the read ``[nova]
+(and ``[cell_database] service_states`` is left on), for the read ``[nova]
 service_state_max_age`` asks for before a request. The compute API answers
-with the whole table serialised as JSON, every time: at 50,000 services the
-scheduler's decoding alone was 70 ms of CPU per read, and nova-api's own work
-more (doc/performance.md).
+with the whole table serialised as JSON, every time: Nova 34's nova-api takes
+about half a millisecond per service for it (doc/performance.md).
 
 A row becomes the record ``GET /os-services`` would show for it, by the rules
 of Nova's ``ServiceController._get_service_detail`` and its database
@@ -19,10 +18,12 @@ service_down_time`` seconds of now, in either direction; ``updated_at`` is the
 row's. So the states equal the compute API's, and the records go through the
 same :class:`~scheduler.catalog.nova_api.ServicesParser` (its keys, memory and
 sharing between workers). A cloud whose servicegroup driver is not the
-database's (memcache) keeps heartbeats elsewhere: leave ``service_states`` off.
+database's (memcache) keeps heartbeats elsewhere: the rows then say the services
+are down, which :class:`scheduler.catalog.nova_sync.CheckedCellServices` notices.
 
-Only ``SELECT``, on connections made read-only, of these columns of the
-``services`` table: what a reader user needs granted is ``SELECT`` on it.
+Only ``SELECT``, on connections made read-only (one kept per cell: a request
+waits for this read), of these columns of the ``services`` table: what a
+reader user needs granted is ``SELECT`` on it.
 """
 from __future__ import annotations
 
@@ -104,13 +105,13 @@ class CellServicesReader:
     them; what :class:`~scheduler.catalog.nova_sync.NovaSync` reads before a request
     instead of ``GET /os-services``. One read at a time (NovaSync's lock).
 
-    A read asks each cell how many services it has and the highest id (which
-    change when one is added or deleted) and, when those are as at the last
-    read, only the rows that are not up and enabled with no reason (disabled,
-    forced down, a heartbeat outside ``service_down_time``): a few rows in a
-    healthy cloud, against every row, which cost as much as the compute API's
-    answer (75 ms at 10,000 services). Every other service is up and enabled by
-    that very condition. A read that finds what the last one found returns
+    A read asks each cell, in one statement, how many services it has and the
+    highest id (which change when one is added or deleted) and the rows that
+    are not up and enabled with no reason (disabled, forced down, a heartbeat
+    outside ``service_down_time``): a few rows in a healthy cloud, against every
+    row, which cost as much as the compute API's answer (75 ms at 10,000
+    services); when the members changed, every row. Every other service is up
+    and enabled by that very condition. A read that finds what the last one found returns
     the last read's objects, which the catalog takes without comparing them.
     """
 
@@ -163,16 +164,26 @@ class CellServicesReader:
                                  table.c.disabled_reason.is_not(None), heartbeat.is_(None),
                                  heartbeat < low, heartbeat > high)
         columns = [table.c.id, *(table.c[c] for c in COLUMNS)]
+        every_row = sqlalchemy.select(*columns).where(live).order_by(table.c.id)
         try:
             with reader.connect() as connection:
-                members = tuple(connection.execute(
-                    sqlalchemy.select(sqlalchemy.func.count(), sqlalchemy.func.max(table.c.id))
-                    .where(live)).one())
-                members = (int(members[0] or 0), int(members[1] or 0))
-                full = last is None or members != last.members
-                statement = sqlalchemy.select(*columns).where(
-                    live if full else sqlalchemy.and_(live, unusual)).order_by(table.c.id)
-                rows = [tuple(row) for row in connection.execute(statement)]
+                full = last is None
+                if last is not None:
+                    # One round trip: the members, and the unusual rows joined to them
+                    # (a row of NULLs when there is none).
+                    counted = sqlalchemy.select(
+                        sqlalchemy.func.count().label('n'),
+                        sqlalchemy.func.max(table.c.id).label('m')).where(live).subquery()
+                    found = connection.execute(
+                        sqlalchemy.select(counted.c.n, counted.c.m, *columns)
+                        .select_from(counted.outerjoin(table, sqlalchemy.and_(live, unusual)))
+                        .order_by(table.c.id)).all()
+                    members = (int(found[0][0] or 0), int(found[0][1] or 0))
+                    rows = [tuple(row[2:]) for row in found if row[2] is not None]
+                    full = members != last.members
+                if full:
+                    rows = [tuple(row) for row in connection.execute(every_row)]
+                    members = (len(rows), max((row[0] for row in rows), default=0))
         except CellDatabaseError as e:
             raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         row_keys = service_keys((row[1:] for row in rows), now=now, down_time=self._down_time)

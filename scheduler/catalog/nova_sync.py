@@ -12,12 +12,13 @@ Nothing here logs request headers, bodies or credentials; error texts drop
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from keystoneauth1 import exceptions as ks_exc
@@ -48,6 +49,9 @@ _URL_USERINFO_RE = re.compile(r'(//)[^/@\s]+@')
 SLOW_SERVICES_READ = 1.0
 #: Each kind of slow-read WARNING is logged at most once in this many seconds per process.
 SLOW_LOG_EVERY = 3600.0
+#: While the cell databases hold every compute node the compute API lists, the sync
+#: lists the hypervisors only this often, to see that they still do.
+HYPERVISOR_CHECK_EVERY = 3600.0
 
 
 class Throttle:
@@ -122,6 +126,92 @@ class ServicesSource(Protocol):
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]: ...
 
 
+def silent_majority(services: Mapping[str, ServiceState]) -> list[str]:
+    """The hosts down for want of a heartbeat (not forced down), when they are more than
+    half of the services that are not forced down; else none."""
+    heard = [s for s in services.values() if not s.forced_down]
+    silent = [s.host for s in heard if not s.up]
+    return silent if len(silent) * 2 > len(heard) else []
+
+
+class CheckedCellServices:
+    """The cell databases' services tables, as long as the heartbeats are kept there.
+
+    Nova's database servicegroup driver (its default) writes each service's
+    heartbeat into its row; the memcache driver keeps it in memcached, and the
+    rows then say that every service is down. So when a read finds most of the
+    services down for want of a heartbeat, the compute API, which asks Nova's
+    own driver, is asked about them: when it finds most of them up, the rows
+    cannot tell, and every later read goes to the compute API (an ERROR says
+    so once); when it agrees, the computes really are down (it is asked again
+    at most once per ``recheck`` seconds while they are)."""
+
+    def __init__(self, cells: CellServicesReader, api: NovaComputeReader, *,
+                 recheck: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self._cells = cells
+        self._api = api
+        self._recheck = recheck
+        self._clock = clock
+        self._agreed_at: float | None = None
+        self._failed_reads = Throttle(clock=clock)
+        #: Whether the reads go to the compute API, the rows having been found wanting.
+        self.rows_distrusted = False
+
+    @property
+    def from_api(self) -> bool:
+        return self.rows_distrusted
+
+    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
+        services, unknown, _ = self.read_service_keys()
+        return services, unknown
+
+    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
+                                         list[nova_api.ServiceKey]]:
+        if self.rows_distrusted:
+            return self._api.read_service_keys()
+        try:
+            read = self._cells.read_service_keys()
+        except NovaApiError as e:
+            # Before 2026-11-30 a reader needed SELECT on compute_nodes only: a user
+            # without it on services keeps the compute API's read, as then.
+            if self._failed_reads.due():
+                LOG.warning('the compute services\' state could not be read from the cell '
+                            'databases (%s); reading it through the compute API instead. '
+                            'Grant SELECT on services to the [cell_database] user, or set '
+                            '[cell_database] service_states = false. Logged at most once '
+                            'an hour.', e)
+            return self._api.read_service_keys()
+        silent = silent_majority(read[0])
+        if not silent:
+            self._agreed_at = None
+            return read
+        now = self._clock()
+        if self._agreed_at is not None and now - self._agreed_at < self._recheck:
+            return read
+        try:
+            answer = self._api.read_service_keys()
+        except NovaApiError as e:
+            LOG.warning('%d of the compute services are down in the cell databases for want '
+                        'of a heartbeat; the compute API could not confirm it (%s)',
+                        len(silent), e)
+            return read
+        up = sum(1 for host in silent if (state := answer[0].get(host)) and state.up)
+        if up * 2 <= len(silent):
+            self._agreed_at = now
+            return read
+        self.rows_distrusted = True
+        LOG.error('the cell databases\' services tables say that %d compute services are '
+                  'down for want of a heartbeat, and the compute API finds %d of them up: '
+                  'the heartbeats are not kept in the databases (a servicegroup driver '
+                  'other than "db", such as memcache). The services\' state is read through '
+                  'the compute API from now on; set [cell_database] service_states = false '
+                  'to say so.', len(silent), up)
+        return answer
+
+    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
+        return (self._api if self.rows_distrusted else self._cells).states_of_keys(keys)
+
+
 class NovaComputeReader:
     """Reads one :class:`NovaSnapshot` through the compute API; thread-compatible."""
 
@@ -133,12 +223,20 @@ class NovaComputeReader:
         self._page_size = page_size
         self._services = nova_api.ServicesParser()
 
-    def read(self) -> NovaSnapshot:
-        """Aggregates, nova-compute services and every hypervisor page; NovaApiError on
-        any failure (then nothing was read, as far as the caller is concerned)."""
+    def read(self, *, hypervisors: bool = True, services: bool = True) -> NovaSnapshot:
+        """Aggregates, and unless told not to, nova-compute services and every
+        hypervisor page (else none: the caller has them from elsewhere); NovaApiError
+        on any failure (then nothing was read, as far as the caller is concerned)."""
         aggregates = nova_api.parse_aggregates(self._get('/os-aggregates'))
-        services, unknown = self.read_services()
-        hypervisors = []
+        if not services:
+            return NovaSnapshot(aggregates=tuple(aggregates))
+        states, unknown = self.read_services()
+        return NovaSnapshot(aggregates=tuple(aggregates), services=states,
+                            hypervisors=tuple(self._read_hypervisors()) if hypervisors else (),
+                            unknown_services=tuple(unknown))
+
+    def _read_hypervisors(self) -> list[HypervisorInfo]:
+        hypervisors: list[HypervisorInfo] = []
         marker: str | None = None
         for _ in range(MAX_HYPERVISOR_PAGES):
             params: dict[str, Any] = {'limit': self._page_size}
@@ -152,8 +250,7 @@ class NovaComputeReader:
         else:
             raise NovaApiError(f'GET /os-hypervisors/detail: more than {MAX_HYPERVISOR_PAGES} '
                                f'pages of {self._page_size}; refusing to page on')
-        return NovaSnapshot(aggregates=tuple(aggregates), services=services,
-                            hypervisors=tuple(hypervisors), unknown_services=tuple(unknown))
+        return hypervisors
 
     def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
         """``GET /os-services?binary=nova-compute``: (state by service host, hosts in
@@ -237,6 +334,7 @@ class NovaSync(PeriodicSync):
                  shared: SharedReads | None = None,
                  services: ServicesSource | None = None,
                  reader_wait: float = 30.0,
+                 cell_databases_have: Callable[[Iterable[str]], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
@@ -260,6 +358,12 @@ class NovaSync(PeriodicSync):
         self._held_keys: list[tuple[Any, ...]] | None = None
         self._slow_reads = Throttle(clock=clock)
         self._slow_syncs = Throttle(clock=clock)
+        # The cell databases' word on which compute nodes they hold (None: no
+        # [cell_database]); whether they held every one the last hypervisor list
+        # named, and when that list was read.
+        self._cell_databases_have = cell_databases_have
+        self.cells_hold_every_node = False
+        self._listed_at: float | None = None
 
     def fresh_service_states(self) -> None:
         """Make the compute services' state at most ``service_state_max_age`` seconds
@@ -292,7 +396,7 @@ class NovaSync(PeriodicSync):
                             'state of %s', e, 'the last sync' if read_at else 'no sync yet')
                 return
             note_services_read(self._clock() - started, self._slow_reads,
-                               from_api=self._services is self._reader)
+                               from_api=reads_from_api(self._services, self._reader))
             self._catalog.apply_service_states(services, unknown)
             self._services_read_at = started
 
@@ -326,7 +430,7 @@ class NovaSync(PeriodicSync):
                         'of %s', e, 'the last read' if self._services_read_at else 'no sync yet')
             return
         note_services_read(self._clock() - started, self._slow_reads,
-                           from_api=self._services is self._reader)
+                           from_api=reads_from_api(self._services, self._reader))
         try:
             published = self._shared.publish_read(started, keys, self._held_change,
                                                   self._held_keys)
@@ -339,11 +443,28 @@ class NovaSync(PeriodicSync):
         self._services_read_at = started
 
     def sync_once(self) -> bool:
-        """One read-and-apply; False (logged, catalog unchanged) when the read failed."""
+        """One read-and-apply; False (logged, catalog unchanged) when the read failed.
+
+        The hypervisor list is the compute nodes' rows as nova-api serialises them:
+        while the cell databases hold every node it names, their reads give the
+        same fields, fresher, and the list is read only every
+        :data:`HYPERVISOR_CHECK_EVERY` seconds to see that they still do (at 10,000
+        nodes it took Nova 34's nova-api 84 s, in every worker, every sync). Meanwhile
+        the services' state comes from where the reads before requests take it,
+        when that is the cell databases."""
         mark = self._catalog.cast_mark()
         started = self._clock()
+        listing = (self._cell_databases_have is None or not self.cells_hold_every_node
+                   or self._listed_at is None
+                   or started - self._listed_at >= HYPERVISOR_CHECK_EVERY)
         try:
-            snapshot = self._reader.read()
+            if listing:
+                snapshot = self._reader.read()
+            elif reads_from_api(self._services, self._reader):
+                snapshot = self._reader.read(hypervisors=False)
+            else:
+                snapshot = self._with_cell_services(
+                    self._reader.read(hypervisors=False, services=False))
         except NovaApiError as e:
             self.failures_in_a_row += 1
             since = ('never synced' if self.last_success is None else
@@ -352,6 +473,10 @@ class NovaSync(PeriodicSync):
                         'data, next try in %ss): %s', self.failures_in_a_row, since,
                         self._interval, e)
             return False
+        if listing:
+            self._listed_at = started
+            if self._cell_databases_have is not None:
+                snapshot = self._leave_hypervisors_to_cells(snapshot)
         self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
         with self._services_lock:
             self._services_read_at = max(self._services_read_at or started, started)
@@ -360,19 +485,47 @@ class NovaSync(PeriodicSync):
                         '(%s); they keep what the hosts file says', len(snapshot.unknown_services),
                         ', '.join(sorted(snapshot.unknown_services)[:10]))
         log = LOG.info if self.failures_in_a_row or self.last_success is None else LOG.debug
-        log('compute API sync: %d aggregates, %d compute services, %d hypervisors in %.1fs',
-            len(snapshot.aggregates), len(snapshot.services), len(snapshot.hypervisors),
-            time.monotonic() - started)
+        log('compute API sync: %d aggregates, %d compute services, %s in %.1fs',
+            len(snapshot.aggregates), len(snapshot.services),
+            'hypervisors from the cell databases' if self.cells_hold_every_node
+            else f'{len(snapshot.hypervisors)} hypervisors', time.monotonic() - started)
         took = self._clock() - started
         if took > self._interval and self._slow_syncs.due():
             LOG.warning('compute API sync took %.0fs, longer than [nova] sync_interval '
-                        '(%ss): each worker lists every hypervisor once per sync, which '
-                        'takes Nova 34\'s nova-api about 10 ms a node; lengthen '
-                        'sync_interval. Logged at most once an hour.', took, self._interval)
+                        '(%ss): each worker reads every compute service%s once per sync, '
+                        'which takes Nova 34\'s nova-api about %s; lengthen sync_interval%s. '
+                        'Logged at most once an hour.', took, self._interval,
+                        ' and lists every hypervisor' if listing else '',
+                        '10 ms a node' if listing else '0.5 ms a service',
+                        '' if self._cell_databases_have is not None else
+                        ', or give [cell_database] every cell, which leaves the hypervisors '
+                        'to the cell databases')
         self.failures_in_a_row = 0
         self.last_success = time.monotonic()
         return True
 
+    def _with_cell_services(self, snapshot: NovaSnapshot) -> NovaSnapshot:
+        """``snapshot`` with the services' state of the cell databases, which hold every
+        compute node the compute API lists (their services tables then say what
+        ``GET /os-services`` would, without nova-api serialising every service for
+        every worker every sync: 5.4 s at 10,000)."""
+        with self._services_lock:
+            services, unknown = self._services.read_services()
+        return dataclasses.replace(snapshot, services=services,
+                                   unknown_services=tuple(unknown))
+
+    def _leave_hypervisors_to_cells(self, snapshot: NovaSnapshot) -> NovaSnapshot:
+        """``snapshot`` without its hypervisors when the cell databases hold every one."""
+        assert self._cell_databases_have is not None
+        held = self._cell_databases_have(h.provider_uuid for h in snapshot.hypervisors)
+        if held != self.cells_hold_every_node:
+            LOG.info('compute API sync: the cell databases %s every compute node the compute '
+                     'API lists; %s', 'hold' if held else 'no longer hold',
+                     f'the hypervisor list is read once every {HYPERVISOR_CHECK_EVERY:.0f}s '
+                     f'to check that they still do' if held else
+                     'the hypervisor list is read at every sync')
+        self.cells_hold_every_node = held
+        return dataclasses.replace(snapshot, hypervisors=()) if held else snapshot
 
     def look_up(self, provider_uuids: Sequence[str]) -> None:
         """The compute API's word on nodes no sync has seen yet (HostLookup).
@@ -382,6 +535,7 @@ class NovaSync(PeriodicSync):
         the request goes on with what the catalog knows.
         """
         if len(provider_uuids) > MAX_SINGLE_LOOKUPS:
+            self._listed_at = None  # a sync that lists the hypervisors, whatever the cells hold
             self.sync_once()
             return
         found = []
@@ -454,10 +608,12 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
              f'before a request when older than {max_age}s' if max_age > 0 else
              'with the sync only',
              ' from the cell databases\' services tables' if services is not None else '')
+    cells = any(value.strip() for value in conf[CELL_GROUP].connections or ())
     return NovaSync(catalog, reader, interval=opts.sync_interval,
                     service_state_max_age=max_age if max_age >= 0 else None,
                     shared=shared if max_age >= 0 else None, services=services,
-                    reader_wait=opts.connect_timeout + opts.read_timeout + 1.0)
+                    reader_wait=opts.connect_timeout + opts.read_timeout + 1.0,
+                    cell_databases_have=catalog.cell_databases_have if cells else None)
 
 
 def compute_reader_from_conf(conf: cfg.ConfigOpts) -> NovaComputeReader:
@@ -469,6 +625,12 @@ def compute_reader_from_conf(conf: cfg.ConfigOpts) -> NovaComputeReader:
                              page_size=opts.hypervisor_page_size)
 
 
+def reads_from_api(source: ServicesSource, api: object = None) -> bool:
+    """Whether ``source`` reads the services' state through the compute API (``api``)."""
+    return (source is api or isinstance(source, NovaComputeReader)
+            or bool(getattr(source, 'from_api', False)))
+
+
 def services_source_from_conf(conf: cfg.ConfigOpts) -> ServicesSource:
     """Where the read of the compute services' state before a request reads: the
     cell databases' services tables, or the compute API."""
@@ -476,11 +638,14 @@ def services_source_from_conf(conf: cfg.ConfigOpts) -> ServicesSource:
     return services if services is not None else compute_reader_from_conf(conf)
 
 
-def cell_services_from_conf(conf: cfg.ConfigOpts) -> CellServicesReader | None:
+def cell_services_from_conf(conf: cfg.ConfigOpts) -> CheckedCellServices | None:
     """The cell databases' services tables, when ``[cell_database]`` names databases
-    and reads the services' state there (``service_states``)."""
+    and reads the services' state there (``service_states``), checked against the
+    compute API (:class:`CheckedCellServices`)."""
     if not conf[CELL_GROUP].service_states:
         return None
-    readers = cell_readers_from_conf(conf)
-    return CellServicesReader(readers, down_time=conf.service_down_time) if readers else None
-
+    readers = cell_readers_from_conf(conf, keep_connection=True)
+    if not readers:
+        return None
+    return CheckedCellServices(CellServicesReader(readers, down_time=conf.service_down_time),
+                               compute_reader_from_conf(conf))

@@ -21,10 +21,10 @@ from oslo_config import cfg
 from scheduler.catalog import nova_api
 from scheduler.catalog.nova_api import NovaApiError
 from scheduler.catalog.nova_sync import (
-    NovaComputeReader,
     ServicesSource,
     Throttle,
     note_services_read,
+    reads_from_api,
     services_source_from_conf,
 )
 from scheduler.catalog.shared_services import SharedReads
@@ -54,7 +54,7 @@ class Publisher:
             LOG.warning('compute services read failed (%s); the workers read in their turn', e)
             return None
         note_services_read(self._clock() - started, self._slow_reads,
-                           from_api=isinstance(self._source, NovaComputeReader))
+                           from_api=reads_from_api(self._source))
         with self._shared.turn():
             published = self._shared.published()
             if published.read_at is not None and published.read_at >= started:

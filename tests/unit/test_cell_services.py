@@ -17,7 +17,12 @@ from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import CellDatabaseReader
 from scheduler.catalog.cell_services import CellServicesReader, service_keys
 from scheduler.catalog.nova_api import NovaApiError, ServicesParser
-from scheduler.catalog.nova_sync import NovaComputeReader, NovaSync, nova_sync_from_conf
+from scheduler.catalog.nova_sync import (
+    CheckedCellServices,
+    NovaComputeReader,
+    NovaSync,
+    nova_sync_from_conf,
+)
 
 NOW = datetime.datetime(2026, 11, 27, 12, 0, 0)
 CELL = '00000000-0000-0000-0000-000000000001'
@@ -132,7 +137,7 @@ service_states = {service_states}
     return scheduler_conf.parse_args(['--config-file', str(config)], default_config_files=[])
 
 
-@pytest.mark.parametrize(('service_states', 'source'), [(True, CellServicesReader),
+@pytest.mark.parametrize(('service_states', 'source'), [(True, CheckedCellServices),
                                                         (False, NovaComputeReader)])
 def test_cell_database_connections_are_where_the_services_are_read_unless_turned_off(
         tmp_path, service_states, source):

@@ -198,6 +198,7 @@ SCHEMA = """CREATE TABLE compute_nodes (
     id INTEGER PRIMARY KEY, uuid VARCHAR(36), host VARCHAR(255),
     hypervisor_hostname VARCHAR(255), numa_topology TEXT, pci_stats TEXT,
     cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, supported_instances TEXT,
+    host_ip VARCHAR(39), hypervisor_type TEXT, hypervisor_version INTEGER, cpu_info TEXT,
     deleted INTEGER DEFAULT 0)"""
 
 
