@@ -26,16 +26,19 @@ b. ``nova``: ``[nova]`` at its defaults (``sync_interval`` 60,
    ``service_state_max_age`` 0: a ``GET /os-services?binary=nova-compute`` begun
    after each request arrived, read by the service's workers in turns and taken by
    every request waiting for one);
-c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults;
+c. ``nova+cell``: ``[nova]`` and ``[cell_database]`` at their defaults (the read
+   before each request takes the cell database's ``services`` table,
+   scheduler/catalog/cell_services.py, and the ``[nova]`` sync leaves the
+   hypervisors to the cell database once it holds them all);
 d. ``nova, max_age -1``: ``[nova] service_state_max_age = -1``, the periodic
    sync only (``--no-periodic-only`` leaves it out);
 e. with ``--cell-alone``, ``cell``: ``[cell_database]`` at its defaults, without
    ``[nova]``;
 f. with ``--max-age S``, ``nova, max_age S``: ``[nova] service_state_max_age = S``, a
    read before a request only when the last is older than S seconds;
-g. ``nova+cell, cell services``: c with ``[cell_database] service_states = true``,
-   the read before each request taking the cell database's ``services`` table
-   (scheduler/catalog/cell_services.py) instead of ``GET /os-services``.
+g. ``nova+cell, api services``: c with ``[cell_database] service_states = false``,
+   the read before each request being ``GET /os-services`` as in b (the default
+   until 2026-11-30).
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -109,7 +112,7 @@ SERVICES_PATH = '/v2.1/os-services'
 REPORT_INTERVAL = 10.0
 #: Phase name -> the config it adds to bench.view's provider view config.
 PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
-          'nova+cell, cell services')
+          'nova+cell, api services')
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
 
@@ -518,7 +521,7 @@ class CellDatabase:
         from scheduler.catalog.cell_db import CellDatabaseReader
         from scheduler.catalog.cell_services import CellServicesReader
 
-        reader = CellServicesReader([CellDatabaseReader(self.url)],
+        reader = CellServicesReader([CellDatabaseReader(self.url, keep_connection=True)],
                                     down_time=deploy.SERVICE_DOWN_TIME)
         times = []
         for _ in range(2):
@@ -565,6 +568,10 @@ class Settings:
     #: seeded database (bench.nova_api), whose cell1 database is the phases' cell
     #: database.
     compute_api: str = 'stand-in'
+    #: Phases to leave out, by their letters in the module's doc (e.g. ``bg``: the ones
+    #: that read ``GET /os-services`` before every request, hours at 10,000 nova-api
+    #: computes).
+    skip: str = ''
 
 
 @dataclass
@@ -598,9 +605,9 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
         return config + nova.config(_label(name))
     if name == 'nova+cell':
         return config + nova.config(_label(name)) + cell.config()
-    if name == 'nova+cell, cell services':
+    if name == 'nova+cell, api services':
         return (config + nova.config(_label(name)) + cell.config()
-                + 'service_states = true\n')
+                + 'service_states = false\n')
     if name == 'cell':
         return config + cell.config()
     max_age = name.rsplit(' ', 1)[1]
@@ -622,10 +629,21 @@ def _slice(name: str, client: Any, dep: deploy.Deployment, nova: ComputeApi, cli
                     gets_after - gets_before, seconds_after - seconds_before, cores, elapsed)
 
 
+#: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
+LETTERS = dict(zip('abcdeg', PHASES, strict=True))
+
+
 def _phases(settings: Settings) -> list[str]:
+    unknown = set(settings.skip) - set(LETTERS) - {'f'}
+    if unknown or 'a' in settings.skip:
+        raise SystemExit(f'--skip: not {"".join(sorted(set(settings.skip) - set("bcdefg")))} '
+                         f'(phases: {", ".join(f"{k} {v}" for k, v in LETTERS.items())}, '
+                         f'f --max-age; the baseline, a, is always run)')
+    skipped = {LETTERS[c] for c in settings.skip if c in LETTERS}
     return ([p for p in PHASES if not (settings.no_periodic_only and p == PHASES[3])
-             and (settings.cell_alone or p != PHASES[4])]
-            + ([f'nova, max_age {settings.max_age:g}'] if settings.max_age > 0 else []))
+             and (settings.cell_alone or p != PHASES[4]) and p not in skipped]
+            + ([f'nova, max_age {settings.max_age:g}']
+               if settings.max_age > 0 and 'f' not in settings.skip else []))
 
 
 def _percentile_ms(values: list[float], q: float) -> float:
@@ -774,10 +792,11 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         row(Row('host data: cell database services, first read alone', n,
                 statistics.median(first for first, _ in reads) * 1000,
                 note=f'{n} nova-compute rows through scheduler.catalog.cell_services '
-                     f'(every row, states, a fresh parser); a new connection each'))
+                     f'(every row, states, a fresh parser), on a new reader'))
         row(Row('host data: cell database services, next read alone', n,
                 statistics.median(again for _, again in reads) * 1000,
-                note='the same reader again: its count and the unusual rows only'))
+                note='the same reader again, on its connection: its count and the unusual '
+                     'rows only, one statement'))
         phases = _phases(settings)
         measured: dict[str, list[Measured]] = {name: [] for name in phases}
         if settings.one_at_a_time:

@@ -2,6 +2,8 @@
 import configparser
 import json
 
+import pytest
+
 from bench import nova_api
 from bench.host_data import _service_rows, nova_documents
 from bench.synthetic import make_cloud
@@ -118,3 +120,14 @@ def test_the_cell_rows_and_the_stand_in_agree_on_who_reports():
         else:
             assert reports == 1, host
     assert any(r[6] for r in rows.values()), 'the cloud has no forced-down compute to test'
+
+
+def test_the_host_data_phases_can_be_left_out_by_letter_but_never_the_baseline():
+    from bench.host_data import PHASES, Settings, _phases
+
+    assert _phases(Settings()) == [p for p in PHASES if p != 'cell']
+    assert _phases(Settings(skip='bg')) == ['baseline', 'nova+cell', 'nova, max_age -1']
+    assert _phases(Settings(max_age=5, skip='f')) == _phases(Settings())
+    for bad in ('a', 'x'):
+        with pytest.raises(SystemExit, match='the baseline, a, is always run'):
+            _phases(Settings(skip=bad))
