@@ -149,6 +149,12 @@ class CellServicesReader:
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
         return self._parser.parse_keys(keys)
 
+    def service_hosts(self) -> set[str] | None:
+        """Every cell's nova-compute service hosts at the last read; None before one."""
+        if not self._cells:
+            return None
+        return {host for cell in self._cells.values() for host in cell.hosts}
+
     def _read(self, reader: CellDatabaseReader, now: datetime.datetime,
               last: _CellServices | None) -> tuple[_CellServices, bool]:
         """This cell's services now, and whether their keys differ from ``last``'s."""

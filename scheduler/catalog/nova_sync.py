@@ -211,6 +211,11 @@ class CheckedCellServices:
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
         return (self._api if self.rows_distrusted else self._cells).states_of_keys(keys)
 
+    def service_hosts(self) -> set[str] | None:
+        """The compute service hosts the last read of the rows named; None when the
+        rows were never read, or are not read any more."""
+        return None if self.rows_distrusted else self._cells.service_hosts()
+
 
 class NovaComputeReader:
     """Reads one :class:`NovaSnapshot` through the compute API; thread-compatible."""
@@ -232,10 +237,11 @@ class NovaComputeReader:
             return NovaSnapshot(aggregates=tuple(aggregates))
         states, unknown = self.read_services()
         return NovaSnapshot(aggregates=tuple(aggregates), services=states,
-                            hypervisors=tuple(self._read_hypervisors()) if hypervisors else (),
+                            hypervisors=tuple(self.read_hypervisors()) if hypervisors else (),
                             unknown_services=tuple(unknown))
 
-    def _read_hypervisors(self) -> list[HypervisorInfo]:
+    def read_hypervisors(self) -> list[HypervisorInfo]:
+        """Every page of ``GET /os-hypervisors/detail``."""
         hypervisors: list[HypervisorInfo] = []
         marker: str | None = None
         for _ in range(MAX_HYPERVISOR_PAGES):
@@ -364,6 +370,7 @@ class NovaSync(PeriodicSync):
         self._cell_databases_have = cell_databases_have
         self.cells_hold_every_node = False
         self._listed_at: float | None = None
+        self._list_next = False
 
     def fresh_service_states(self) -> None:
         """Make the compute services' state at most ``service_state_max_age`` seconds
@@ -445,21 +452,27 @@ class NovaSync(PeriodicSync):
     def sync_once(self) -> bool:
         """One read-and-apply; False (logged, catalog unchanged) when the read failed.
 
-        The hypervisor list is the compute nodes' rows as nova-api serialises them:
-        while the cell databases hold every node it names, their reads give the
-        same fields, fresher, and the list is read only every
-        :data:`HYPERVISOR_CHECK_EVERY` seconds to see that they still do (at 10,000
-        nodes it took Nova 34's nova-api 84 s, in every worker, every sync). Meanwhile
-        the services' state comes from where the reads before requests take it,
-        when that is the cell databases."""
+        The hypervisor list is the compute nodes' rows as nova-api serialises them
+        (8-10 ms a node for Nova 34's nova-api): while the cell databases hold every
+        compute node, their reads give the same fields, fresher, and the list is not
+        read. Whether they do is checked at the first sync and then every
+        :data:`HYPERVISOR_CHECK_EVERY` seconds: when the reads before requests take
+        the cells' services tables, by whether those name every compute service
+        ``GET /os-services`` lists (each cell's nodes are in its own database); else
+        by reading the list and finding each node in the cell databases. Between
+        checks the services' state comes from where the reads before requests
+        take it."""
         mark = self._catalog.cast_mark()
         started = self._clock()
-        listing = (self._cell_databases_have is None or not self.cells_hold_every_node
-                   or self._listed_at is None
-                   or started - self._listed_at >= HYPERVISOR_CHECK_EVERY)
+        checking = self._cell_databases_have is not None and (
+            not self.cells_hold_every_node or self._listed_at is None or self._list_next
+            or started - self._listed_at >= HYPERVISOR_CHECK_EVERY)
+        listed = self._cell_databases_have is None
         try:
-            if listing:
+            if self._cell_databases_have is None:
                 snapshot = self._reader.read()
+            elif checking:
+                snapshot, listed = self._checked_against_cells()
             elif reads_from_api(self._services, self._reader):
                 snapshot = self._reader.read(hypervisors=False)
             else:
@@ -473,10 +486,8 @@ class NovaSync(PeriodicSync):
                         'data, next try in %ss): %s', self.failures_in_a_row, since,
                         self._interval, e)
             return False
-        if listing:
+        if checking:
             self._listed_at = started
-            if self._cell_databases_have is not None:
-                snapshot = self._leave_hypervisors_to_cells(snapshot)
         self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
         with self._services_lock:
             self._services_read_at = max(self._services_read_at or started, started)
@@ -495,8 +506,8 @@ class NovaSync(PeriodicSync):
                         '(%ss): each worker reads every compute service%s once per sync, '
                         'which takes Nova 34\'s nova-api about %s; lengthen sync_interval%s. '
                         'Logged at most once an hour.', took, self._interval,
-                        ' and lists every hypervisor' if listing else '',
-                        '10 ms a node' if listing else '0.5 ms a service',
+                        ' and lists every hypervisor' if listed else '',
+                        '10 ms a node' if listed else '0.5 ms a service',
                         '' if self._cell_databases_have is not None else
                         ', or give [cell_database] every cell, which leaves the hypervisors '
                         'to the cell databases')
@@ -514,18 +525,44 @@ class NovaSync(PeriodicSync):
         return dataclasses.replace(snapshot, services=services,
                                    unknown_services=tuple(unknown))
 
-    def _leave_hypervisors_to_cells(self, snapshot: NovaSnapshot) -> NovaSnapshot:
-        """``snapshot`` without its hypervisors when the cell databases hold every one."""
+    def _checked_against_cells(self) -> tuple[NovaSnapshot, bool]:
+        """A snapshot with the hypervisors unless the cell databases hold every compute
+        node, and whether the list was read (sets :attr:`cells_hold_every_node`)."""
         assert self._cell_databases_have is not None
-        held = self._cell_databases_have(h.provider_uuid for h in snapshot.hypervisors)
+        cell_hosts = None if self._list_next else self._cell_service_hosts()
+        self._list_next = False
+        if cell_hosts is not None:
+            snapshot = self._reader.read(hypervisors=False)
+            held = cell_hosts.issuperset(snapshot.services) and cell_hosts.issuperset(
+                snapshot.unknown_services)
+            listed = not held
+            if listed:
+                snapshot = dataclasses.replace(
+                    snapshot, hypervisors=tuple(self._reader.read_hypervisors()))
+        else:
+            snapshot, listed = self._reader.read(), True
+            held = self._cell_databases_have(h.provider_uuid for h in snapshot.hypervisors)
         if held != self.cells_hold_every_node:
             LOG.info('compute API sync: the cell databases %s every compute node the compute '
-                     'API lists; %s', 'hold' if held else 'no longer hold',
-                     f'the hypervisor list is read once every {HYPERVISOR_CHECK_EVERY:.0f}s '
-                     f'to check that they still do' if held else
+                     'API knows; %s', 'hold' if held else 'no longer hold',
+                     f'the hypervisor list is left to them, checked once every '
+                     f'{HYPERVISOR_CHECK_EVERY:.0f}s' if held else
                      'the hypervisor list is read at every sync')
         self.cells_hold_every_node = held
-        return dataclasses.replace(snapshot, hypervisors=()) if held else snapshot
+        return (dataclasses.replace(snapshot, hypervisors=()) if held else snapshot), listed
+
+    def _cell_service_hosts(self) -> set[str] | None:
+        """The compute service hosts of the cell databases' services tables, when the
+        reads before requests take them (read now if they never were); None when not."""
+        hosts = getattr(self._services, 'service_hosts', None)
+        if hosts is None:
+            return None
+        with self._services_lock:
+            known = hosts()
+            if known is None:
+                self._services.read_services()
+                known = hosts()
+        return known
 
     def look_up(self, provider_uuids: Sequence[str]) -> None:
         """The compute API's word on nodes no sync has seen yet (HostLookup).
@@ -535,7 +572,9 @@ class NovaSync(PeriodicSync):
         the request goes on with what the catalog knows.
         """
         if len(provider_uuids) > MAX_SINGLE_LOOKUPS:
-            self._listed_at = None  # a sync that lists the hypervisors, whatever the cells hold
+            # A sync that reads the list (they are not in the cell databases, which were
+            # asked first), and checks the cell databases against it.
+            self._list_next = True
             self.sync_once()
             return
         found = []

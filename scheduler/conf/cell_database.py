@@ -44,9 +44,9 @@ cell_database_opts = [
                 help='Read the nova-compute services\' state that ``[nova] '
                      'service_state_max_age`` asks for before a request from the '
                      '``services`` table of these databases, as nova-scheduler does, instead '
-                     'of ``GET /os-services``; so does the periodic ``[nova]`` sync once '
-                     'these databases hold every compute node the compute API lists. The '
-                     'states are what the compute API would answer when '
+                     'of ``GET /os-services``; so does the periodic ``[nova]`` sync while '
+                     'these databases hold every compute node (checked once an hour: '
+                     'doc/host-data.md). The states are what the compute API would answer when '
                      'Nova keeps heartbeats in the database (``[DEFAULT] servicegroup_driver '
                      '= db``, the default), with ``[DEFAULT] service_down_time`` set as '
                      'Nova\'s. With another servicegroup driver (memcache) the rows say the '
@@ -56,8 +56,8 @@ cell_database_opts = [
                      'from the start. Needs ``SELECT`` on ``services``. It spares nova-api '
                      'building the whole services list for every request, which takes Nova '
                      '34\'s about half a millisecond per compute service; the read here took '
-                     '14 ms at 10,000 services on PostgreSQL (doc/performance.md, "Against '
-                     'Nova\'s own nova-api").'),
+                     '14-18 ms at 10,000 services on PostgreSQL (doc/performance.md, "The '
+                     'cell databases in place of nova-api\'s lists").'),
     cfg.FloatOpt('startup_sync_timeout', default=10.0, min=0.0,
                  help='At start-up, seconds to wait for the first read before taking calls; '
                       'the service starts anyway when it takes longer. 0: do not wait.'),

@@ -86,14 +86,17 @@ class ListingApi:
         if not services:
             return NovaSnapshot()
         self.services_reads += 1
-        if hypervisors:
-            self.lists += 1
-        return NovaSnapshot(services={'svc-a': ServiceState(host='svc-a', up=True)},
-                            hypervisors=tuple(self.hypervisors) if hypervisors else ())
+        return NovaSnapshot(services={h.service_host: ServiceState(host=h.service_host, up=True)
+                                      for h in self.hypervisors},
+                            hypervisors=self.read_hypervisors() if hypervisors else ())
+
+    def read_hypervisors(self):
+        self.lists += 1
+        return tuple(self.hypervisors)
 
 
-def hypervisor(uuid, name):
-    return HypervisorInfo(provider_uuid=uuid, nodename=name, service_host='svc-a',
+def hypervisor(uuid, name, service_host='svc-a'):
+    return HypervisorInfo(provider_uuid=uuid, nodename=name, service_host=service_host,
                           hypervisor_type='QEMU', hypervisor_version=1)
 
 
@@ -155,12 +158,13 @@ def test_a_node_the_cell_databases_lack_brings_the_list_back_at_every_sync(caplo
     assert sync.sync_once() and api.lists == lists + 1
 
 
-def test_between_two_lists_the_services_come_from_the_cell_databases_when_requests_read_there():
+def test_between_two_checks_the_services_come_from_the_cell_databases_when_requests_read_there():
     cells = Source({'svc-a': ServiceState(host='svc-a', up=True, disabled=True)})
     clock, catalog, api, sync = held_by_the_cells(services=cells, service_state_max_age=0.0)
-    assert sync.sync_once() and (api.services_reads, cells.reads) == (1, 0)
-    clock.now += 60
+    # The check reads the API's services once (and the cells', for their hosts).
     assert sync.sync_once() and (api.services_reads, cells.reads) == (1, 1)
+    clock.now += 60
+    assert sync.sync_once() and (api.services_reads, cells.reads) == (1, 2)
     assert catalog.record_for_provider(RP1, None).disabled
 
 
@@ -203,6 +207,9 @@ class Source:
     def read_services(self):
         services, unknown, _ = self.read_service_keys()
         return services, unknown
+
+    def service_hosts(self):
+        return set(self.answers[0]) if self.reads else None
 
     def states_of_keys(self, keys):
         return {}, []
@@ -280,3 +287,20 @@ def test_equal_cpu_info_texts_give_one_shared_object():
     assert nodes[0].cpu_info is nodes[1].cpu_info
     [again], _ = parse_rows([row(RP1, 'node-a', 'svc-a')], cpu_infos=shared)
     assert again.cpu_info is nodes[0].cpu_info
+
+
+def test_cells_whose_services_tables_name_every_compute_service_need_no_list_at_all(caplog):
+    cells = Source({'svc-a': ServiceState(host='svc-a', up=True)})
+    with caplog.at_level(logging.INFO):
+        clock, catalog, api, sync = held_by_the_cells(services=cells, service_state_max_age=0.0)
+        assert sync.sync_once()
+    assert api.lists == 0 and sync.cells_hold_every_node
+    assert 'the cell databases hold every compute node' in caplog.text
+    assert catalog.record_for_provider(RP1, None).hypervisor_version == 2   # the cells'
+
+    # A compute service of a cell no connection names, at the hourly check: the list.
+    api.hypervisors.append(hypervisor(RP2, 'node-b', service_host='svc-b'))
+    clock.now += HYPERVISOR_CHECK_EVERY
+    assert sync.sync_once()
+    assert api.lists == 1 and not sync.cells_hold_every_node
+    assert catalog.record_for_provider(RP2, None).service_host == 'svc-b'
