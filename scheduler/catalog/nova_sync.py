@@ -49,8 +49,8 @@ _URL_USERINFO_RE = re.compile(r'(//)[^/@\s]+@')
 SLOW_SERVICES_READ = 1.0
 #: Each kind of slow-read WARNING is logged at most once in this many seconds per process.
 SLOW_LOG_EVERY = 3600.0
-#: While the cell databases hold every compute node the compute API lists, the sync
-#: lists the hypervisors only this often, to see that they still do.
+#: While the cell databases hold every compute node the compute API knows, the sync
+#: reads no hypervisor list, and checks that they still do only this often.
 HYPERVISOR_CHECK_EVERY = 3600.0
 
 
@@ -365,11 +365,11 @@ class NovaSync(PeriodicSync):
         self._slow_reads = Throttle(clock=clock)
         self._slow_syncs = Throttle(clock=clock)
         # The cell databases' word on which compute nodes they hold (None: no
-        # [cell_database]); whether they held every one the last hypervisor list
-        # named, and when that list was read.
+        # [cell_database]); whether they held every one at the last check, when that
+        # was, and whether the next sync is to check against the hypervisor list.
         self._cell_databases_have = cell_databases_have
         self.cells_hold_every_node = False
-        self._listed_at: float | None = None
+        self._checked_at: float | None = None
         self._list_next = False
 
     def fresh_service_states(self) -> None:
@@ -465,8 +465,8 @@ class NovaSync(PeriodicSync):
         mark = self._catalog.cast_mark()
         started = self._clock()
         checking = self._cell_databases_have is not None and (
-            not self.cells_hold_every_node or self._listed_at is None or self._list_next
-            or started - self._listed_at >= HYPERVISOR_CHECK_EVERY)
+            not self.cells_hold_every_node or self._checked_at is None or self._list_next
+            or started - self._checked_at >= HYPERVISOR_CHECK_EVERY)
         listed = self._cell_databases_have is None
         try:
             if self._cell_databases_have is None:
@@ -487,7 +487,7 @@ class NovaSync(PeriodicSync):
                         self._interval, e)
             return False
         if checking:
-            self._listed_at = started
+            self._checked_at = started
         self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
         with self._services_lock:
             self._services_read_at = max(self._services_read_at or started, started)
