@@ -154,12 +154,11 @@ class CheckedCellServices:
         self._clock = clock
         self._agreed_at: float | None = None
         self._failed_reads = Throttle(clock=clock)
+        # The last read's states and their verdict: a read that changed nothing hands
+        # back the same mapping, and judging 10,000 states again took 0.4 ms a read.
+        self._judged: tuple[Mapping[str, ServiceState], list[str]] | None = None
         #: Whether the reads go to the compute API, the rows having been found wanting.
-        self.rows_distrusted = False
-
-    @property
-    def from_api(self) -> bool:
-        return self.rows_distrusted
+        self.from_api = False
 
     def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
         services, unknown, _ = self.read_service_keys()
@@ -167,7 +166,7 @@ class CheckedCellServices:
 
     def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
                                          list[nova_api.ServiceKey]]:
-        if self.rows_distrusted:
+        if self.from_api:
             return self._api.read_service_keys()
         try:
             read = self._cells.read_service_keys()
@@ -181,7 +180,9 @@ class CheckedCellServices:
                             '[cell_database] service_states = false. Logged at most once '
                             'an hour.', e)
             return self._api.read_service_keys()
-        silent = silent_majority(read[0])
+        if self._judged is None or self._judged[0] is not read[0]:
+            self._judged = read[0], silent_majority(read[0])
+        silent = self._judged[1]
         if not silent:
             self._agreed_at = None
             return read
@@ -199,7 +200,7 @@ class CheckedCellServices:
         if up * 2 <= len(silent):
             self._agreed_at = now
             return read
-        self.rows_distrusted = True
+        self.from_api = True
         LOG.error('the cell databases\' services tables say that %d compute services are '
                   'down for want of a heartbeat, and the compute API finds %d of them up: '
                   'the heartbeats are not kept in the databases (a servicegroup driver '
@@ -209,12 +210,12 @@ class CheckedCellServices:
         return answer
 
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
-        return (self._api if self.rows_distrusted else self._cells).states_of_keys(keys)
+        return (self._api if self.from_api else self._cells).states_of_keys(keys)
 
     def service_hosts(self) -> set[str] | None:
         """The compute service hosts the last read of the rows named; None when the
         rows were never read, or are not read any more."""
-        return None if self.rows_distrusted else self._cells.service_hosts()
+        return None if self.from_api else self._cells.service_hosts()
 
 
 class NovaComputeReader:

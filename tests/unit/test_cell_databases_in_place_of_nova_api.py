@@ -304,3 +304,17 @@ def test_cells_whose_services_tables_name_every_compute_service_need_no_list_at_
     assert sync.sync_once()
     assert api.lists == 1 and not sync.cells_hold_every_node
     assert catalog.record_for_provider(RP2, None).service_host == 'svc-b'
+
+
+def test_a_read_that_hands_back_the_same_states_is_not_judged_again(monkeypatch):
+    from scheduler.catalog import nova_sync
+
+    same = states(a=True, b=True, c=False)
+    cells, api = Source(same), Source(states(a=True))
+    judged = []
+    monkeypatch.setattr(nova_sync, 'silent_majority',
+                        lambda services: judged.append(services) or [])
+    checked = CheckedCellServices(cells, api)  # type: ignore[arg-type]
+    for _ in range(3):
+        checked.read_services()
+    assert judged == [same] and cells.reads == 3
