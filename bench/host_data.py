@@ -634,9 +634,9 @@ LETTERS = dict(zip('abcdeg', PHASES, strict=True))
 
 
 def _phases(settings: Settings) -> list[str]:
-    unknown = set(settings.skip) - set(LETTERS) - {'f'}
-    if unknown or 'a' in settings.skip:
-        raise SystemExit(f'--skip: not {"".join(sorted(set(settings.skip) - set("bcdefg")))} '
+    refused = set(settings.skip) - set('bcdefg')   # a, the baseline, always runs
+    if refused:
+        raise SystemExit(f'--skip: not {"".join(sorted(refused))} '
                          f'(phases: {", ".join(f"{k} {v}" for k, v in LETTERS.items())}, '
                          f'f --max-age; the baseline, a, is always run)')
     skipped = {LETTERS[c] for c in settings.skip if c in LETTERS}
