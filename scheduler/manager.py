@@ -53,7 +53,7 @@ from scheduler.pipeline import answer
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline import request_filters as request_filters_stage
 from scheduler.pipeline.candidate_reuse import CandidateReuse
-from scheduler.pipeline.claim import Claiming, spec_checkpoint
+from scheduler.pipeline.claim import Claiming, UnusableHosts, spec_checkpoint
 from scheduler.pipeline.decide import Decision, Ranking, RefreshHosts, decide
 from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
@@ -80,6 +80,7 @@ class SchedulerManager:
                  resolver: HostResolver | None = None,
                  request_filter_sources: AggregateSource | None = None,
                  refresh_service_states: Callable[[], None] | None = None,
+                 unusable_hosts: UnusableHosts | None = None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None,
                  provider_view: ProviderView | None = None,
                  spread: Spread | None = None,
@@ -141,7 +142,8 @@ class SchedulerManager:
             conf, self.claimer, self.cleanups, self.group_check,
             on_capacity_refused=provider_view.refused if provider_view is not None else None,
             spread=spread,
-            on_claimed=provider_view.claimed if provider_view is not None else None)
+            on_claimed=provider_view.claimed if provider_view is not None else None,
+            unusable_hosts=unusable_hosts)
 
     # ------------------------------------------------------------------ request
     @staticmethod
@@ -232,7 +234,8 @@ class SchedulerManager:
         placed = decision.placed
         try:
             selections = answer.selections(spec, placed, decision.ordered, num_alts,
-                                           self.ranking.sorted_hosts)
+                                           self.ranking.sorted_hosts,
+                                           self.claiming.unusable_hosts)
             result = finish(selections) if finish is not None else selections
             kept = [p.claim.allocations for p in placed
                     if p.claim is not None and not p.claim.is_move]
@@ -353,7 +356,8 @@ class SchedulerManager:
                     decision = self._decide(context, spec, uuids, claim=False, trace=trace)
                     selections = answer.selections(spec, decision.placed, decision.ordered,
                                                    self.conf.scheduler.max_attempts - 1,
-                                                   self.ranking.sorted_hosts)
+                                                   self.ranking.sorted_hosts,
+                                                   self.claiming.unusable_hosts)
             except exc.NoValidHost as nvh:
                 error = nvh
             except (FilterError, WeigherError) as e:

@@ -154,6 +154,9 @@ class SchedulerService:
                                         refresh_service_states=(
                                             self.nova_sync.fresh_service_states
                                             if self.nova_sync is not None else None),
+                                        unusable_hosts=(
+                                            self.nova_sync.unusable_hosts
+                                            if self.nova_sync is not None else None),
                                         refresh_compute_nodes=(
                                             self.cell_db_sync.fresh_nodes
                                             if self.cell_db_sync is not None else None),

@@ -8,11 +8,12 @@ defaults wraps one of these in a named helper of its own.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import shutil
 import tempfile
 import uuid as uuidlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
@@ -317,3 +318,28 @@ def override(conf: cfg.ConfigOpts, **options: Any) -> cfg.ConfigOpts:
         group, _, opt = name.rpartition('.')
         conf.set_override(opt, value, group=group or None)
     return conf
+
+
+@contextlib.contextmanager
+def compute_filtered_manager(placement: Any, catalog: HostData,
+                             **kwargs: Any) -> Iterator[SchedulerManager]:
+    """A manager on ``placement`` and ``catalog`` with ComputeFilter and the RAM
+    weigher (``kwargs``: the manager's other arguments), stopped after use."""
+    import random
+
+    from scheduler.filters.compute import ComputeFilter
+    from scheduler.pipeline.claimer import PendingCleanups
+    from scheduler.weights.ram import RAMWeigher
+
+    conf = make_conf()
+    compute, weigher = ComputeFilter(), RAMWeigher()
+    compute.conf = weigher.conf = conf
+    manager = SchedulerManager(
+        conf, placement=placement, catalog=catalog, filters=[compute], weighers=[weigher],
+        request_filters=[], cleanups=PendingCleanups(placement, interval=3600),
+        rng=random.Random(0), **kwargs)
+    try:
+        yield manager
+    finally:
+        manager.cleanups.stop()
+        manager.release.stop()

@@ -496,33 +496,57 @@ class HostCatalog:
         changes none leaves the catalog as it is.
         """
         with self._lock:
-            snapshot = self._nova.snapshot
-            # A read that changed no key hands back the last read's mapping itself
-            # (ServicesParser): nothing to compare, record by record.
-            applied = self._services_applied
-            if (applied is not None and applied[0] is services and applied[1] is self._nova
-                    and snapshot.unknown_services == tuple(unknown)):
-                return
-            old = snapshot.services
-            # The parser hands back the same object for a record that did not move.
-            changed = {host for host, service in services.items()
-                       if (before := old.get(host)) is not service
-                       and (before is None
-                            or _service_fields(before) != _service_fields(service))}
-            changed.update(old.keys() - services.keys())
-            if not changed and snapshot.unknown_services == tuple(unknown):
-                self._services_applied = (services, self._nova)
-                return
-            self._changed(changed if snapshot.unknown_services == tuple(unknown) else None)
-            self._nova = _NovaLayer(dataclasses.replace(
-                snapshot, services=dict(services), unknown_services=tuple(unknown)),
-                self._nova.applied)
-            if changed:
-                self._resolved = {uuid: record for uuid, record in self._resolved.items()
-                                  if record.service_host not in changed}
+            changed = self._apply_service_states(services, unknown)
+        if changed is not None:
+            LOG.debug('compute service states applied: %d services, %d changed',
+                      len(services), changed)
+
+    def service_states(self) -> Mapping[str, ServiceState]:
+        """The compute services' state the catalog holds, by service host (not to be
+        changed: the catalog's own mapping)."""
+        return self._nova.snapshot.services
+
+    def update_service_states(self, fresh: Mapping[str, ServiceState]) -> int:
+        """Some services' state, read after the catalog's: each replaces the one held
+        for its host (the others are kept); how many of them differed."""
+        with self._lock:
+            held = self._nova.snapshot.services
+            moved = {host: state for host, state in fresh.items() if held.get(host) != state}
+            if moved:
+                self._apply_service_states({**held, **moved},
+                                           self._nova.snapshot.unknown_services)
+        return len(moved)
+
+    def _apply_service_states(self, services: Mapping[str, ServiceState],
+                              unknown: Sequence[str]) -> int | None:
+        """Under the lock: :meth:`apply_service_states`; how many hosts changed, None
+        when the read was the one applied last."""
+        snapshot = self._nova.snapshot
+        # A read that changed no key hands back the last read's mapping itself
+        # (ServicesParser): nothing to compare, record by record.
+        applied = self._services_applied
+        if (applied is not None and applied[0] is services and applied[1] is self._nova
+                and snapshot.unknown_services == tuple(unknown)):
+            return None
+        old = snapshot.services
+        # The parser hands back the same object for a record that did not move.
+        changed = {host for host, service in services.items()
+                   if (before := old.get(host)) is not service
+                   and (before is None
+                        or _service_fields(before) != _service_fields(service))}
+        changed.update(old.keys() - services.keys())
+        if not changed and snapshot.unknown_services == tuple(unknown):
             self._services_applied = (services, self._nova)
-        LOG.debug('compute service states applied: %d services, %d changed', len(services),
-                  len(changed))
+            return 0
+        self._changed(changed if snapshot.unknown_services == tuple(unknown) else None)
+        self._nova = _NovaLayer(dataclasses.replace(
+            snapshot, services=dict(services), unknown_services=tuple(unknown)),
+            self._nova.applied)
+        if changed:
+            self._resolved = {uuid: record for uuid, record in self._resolved.items()
+                              if record.service_host not in changed}
+        self._services_applied = (services, self._nova)
+        return len(changed)
 
     # Nova cell databases ----------------------------------------------------------------
     def apply_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:

@@ -28,7 +28,7 @@ reader user needs granted is ``SELECT`` on it.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +115,9 @@ class CellServicesReader:
     the last read's objects, which the catalog takes without comparing them.
     """
 
+    #: Its rows can be read a few hosts at a time (:meth:`usual_again`, :meth:`unusual_now`).
+    reads_by_host = True
+
     def __init__(self, readers: Sequence[CellDatabaseReader], *, down_time: float,
                  clock: Callable[[], datetime.datetime] = utcnow):
         self._readers = list(readers)
@@ -123,6 +126,8 @@ class CellServicesReader:
         self._parser = ServicesParser()
         self._cells: dict[str, _CellServices] = {}
         self._last: tuple[dict[str, ServiceState], list[str], list[ServiceKey]] | None = None
+        # The reads by host's two statements (usual rows, unusual rows), built once.
+        self._by_host: tuple[Any, Any] | None = None
 
     def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
         services, unknown, _ = self.read_service_keys()
@@ -149,6 +154,51 @@ class CellServicesReader:
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
         return self._parser.parse_keys(keys)
 
+    def usual_again(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+        """Of ``hosts`` (held as disabled or down), the services now up and enabled
+        with no reason, and their states; NovaApiError when a cell cannot be read."""
+        return self._read_hosts(hosts, usual=True)
+
+    def unusual_now(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+        """Of ``hosts``, the services now disabled, forced down, silent or with a
+        reason, and their states; NovaApiError when a cell cannot be read."""
+        return self._read_hosts(hosts, usual=False)
+
+    def _read_hosts(self, hosts: Collection[str], *, usual: bool) -> dict[str, ServiceState]:
+        """The rows of ``hosts`` found by the table's unique key on host, binary and
+        deleted (a read that costs the same at 100 services as at 100,000), only those
+        that are ``usual`` or only those that are not: in a healthy cloud, none."""
+        if not hosts:
+            return {}
+        statements = self._by_host or self._build_by_host()
+        statement = statements[0] if usual else statements[1]
+        now = self._clock()
+        params = {'hosts': sorted(hosts),
+                  'low': now - datetime.timedelta(seconds=self._down_time),
+                  'high': now + datetime.timedelta(seconds=self._down_time)}
+        rows: list[tuple[Any, ...]] = []
+        for reader in self._readers:
+            try:
+                with reader.connect() as connection:
+                    rows.extend(tuple(row) for row in connection.execute(statement, params))
+            except CellDatabaseError as e:
+                raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
+        states, _ = ServicesParser().parse_keys(
+            service_keys(rows, now=now, down_time=self._down_time))
+        return states
+
+    def _build_by_host(self) -> tuple[Any, Any]:
+        sqlalchemy = sqlalchemy_module(f'[{GROUP}] connections')
+        table = _table(sqlalchemy)
+        moment = sqlalchemy.types.DateTime
+        unusual = _unusual(sqlalchemy, table, sqlalchemy.bindparam('low', type_=moment),
+                           sqlalchemy.bindparam('high', type_=moment))
+        rows = sqlalchemy.select(*(table.c[c] for c in COLUMNS)).where(
+            table.c.deleted == 0, table.c.binary == COMPUTE_BINARY,
+            table.c.host.in_(sqlalchemy.bindparam('hosts', expanding=True)))
+        self._by_host = rows.where(sqlalchemy.not_(unusual)), rows.where(unusual)
+        return self._by_host
+
     def service_hosts(self) -> set[str] | None:
         """Every cell's nova-compute service hosts at the last read; None before one."""
         if not self._cells:
@@ -163,12 +213,7 @@ class CellServicesReader:
         live = sqlalchemy.and_(table.c.deleted == 0, table.c.binary == COMPUTE_BINARY)
         low, high = (now - datetime.timedelta(seconds=self._down_time),
                      now + datetime.timedelta(seconds=self._down_time))
-        heartbeat = sqlalchemy.func.coalesce(table.c.last_seen_up, table.c.created_at)
-        # Exactly the rows whose key is not "up, enabled, no reason, not forced".
-        unusual = sqlalchemy.or_(table.c.disabled.is_(sqlalchemy.true()),
-                                 table.c.forced_down.is_(sqlalchemy.true()),
-                                 table.c.disabled_reason.is_not(None), heartbeat.is_(None),
-                                 heartbeat < low, heartbeat > high)
+        unusual = _unusual(sqlalchemy, table, low, high)
         columns = [table.c.id, *(table.c[c] for c in COLUMNS)]
         every_row = sqlalchemy.select(*columns).where(live).order_by(table.c.id)
         try:
@@ -211,6 +256,16 @@ class CellServicesReader:
 
 #: The key of an up, enabled service with no reason, but for its host.
 _USUAL: ServiceKey = ('enabled', 'up', None, False, None)
+
+
+def _unusual(sqlalchemy: Any, table: Any, low: Any, high: Any) -> Any:
+    """Exactly the rows whose key is not "up, enabled, no reason, not forced", the
+    heartbeat within [``low``, ``high``] being up."""
+    heartbeat = sqlalchemy.func.coalesce(table.c.last_seen_up, table.c.created_at)
+    return sqlalchemy.or_(table.c.disabled.is_(sqlalchemy.true()),
+                          table.c.forced_down.is_(sqlalchemy.true()),
+                          table.c.disabled_reason.is_not(None), heartbeat.is_(None),
+                          heartbeat < low, heartbeat > high)
 
 
 def _table(sqlalchemy: Any) -> Any:

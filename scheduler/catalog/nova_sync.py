@@ -18,8 +18,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
@@ -49,6 +49,9 @@ _URL_USERINFO_RE = re.compile(r'(//)[^/@\s]+@')
 SLOW_SERVICES_READ = 1.0
 #: Each kind of slow-read WARNING is logged at most once in this many seconds per process.
 SLOW_LOG_EVERY = 3600.0
+#: Between two reads of every service, at most this many services held as disabled or
+#: down are read again by host before a request; more, and every row is read.
+MAX_HOSTS_READ_AGAIN = 500
 #: While the cell databases hold every compute node the compute API knows, the sync
 #: reads no hypervisor list, and checks that they still do only this often.
 HYPERVISOR_CHECK_EVERY = 3600.0
@@ -124,6 +127,20 @@ class ServicesSource(Protocol):
                                          list[nova_api.ServiceKey]]: ...
 
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]: ...
+
+
+class ServicesByHost(Protocol):
+    """A source whose rows can also be read a few hosts at a time."""
+
+    def usual_again(self, hosts: Collection[str]) -> dict[str, ServiceState]: ...
+
+    def unusual_now(self, hosts: Collection[str]) -> dict[str, ServiceState]: ...
+
+
+def _unusual(state: ServiceState) -> bool:
+    """Whether a service is other than up and enabled with no reason."""
+    return (not state.up or state.disabled or state.forced_down
+            or state.disabled_reason is not None)
 
 
 def silent_majority(services: Mapping[str, ServiceState]) -> list[str]:
@@ -211,6 +228,17 @@ class CheckedCellServices:
 
     def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
         return (self._api if self.from_api else self._cells).states_of_keys(keys)
+
+    @property
+    def reads_by_host(self) -> bool:
+        """Whether the reads by host read the rows: not once they were found wanting."""
+        return not self.from_api
+
+    def usual_again(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+        return self._cells.usual_again(hosts)
+
+    def unusual_now(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+        return self._cells.unusual_now(hosts)
 
     def service_hosts(self) -> set[str] | None:
         """The compute service hosts the last read of the rows named; None when the
@@ -342,6 +370,7 @@ class NovaSync(PeriodicSync):
                  services: ServicesSource | None = None,
                  reader_wait: float = 30.0,
                  cell_databases_have: Callable[[Iterable[str]], bool] | None = None,
+                 scan_every: float = 0.0,
                  clock: Callable[[], float] = time.monotonic):
         super().__init__(interval=interval)
         self._catalog = catalog
@@ -372,6 +401,12 @@ class NovaSync(PeriodicSync):
         self.cells_hold_every_node = False
         self._checked_at: float | None = None
         self._list_next = False
+        # How often, at most, the read before a request reads every row, where the
+        # services' rows can be read by host (:meth:`_reads_by_host`); the hosts held
+        # as unusual in the catalog's mapping of that identity.
+        self._scan_every = scan_every
+        self._unusual: tuple[Mapping[str, ServiceState], list[str]] | None = None
+        self._by_host_reads = threading.Lock()
 
     def fresh_service_states(self) -> None:
         """Make the compute services' state at most ``service_state_max_age`` seconds
@@ -382,31 +417,104 @@ class NovaSync(PeriodicSync):
         after they arrived use it instead of reading again; with the other workers
         of the service sharing their reads, whichever worker's read it was. A failed
         read keeps the last good state (logged).
+
+        Where the rows can be read by host, every row is read only every
+        ``scan_every`` seconds: in between, the rows of the services the catalog
+        holds as disabled or down are read again (a few index look-ups), and
+        :meth:`unusable_hosts` checks the hosts a request is about to answer with.
         """
         if self._max_age is None:
             return
-        wanted_after = self._clock() - self._max_age
+        now = self._clock()
+        wanted_after = now - self._max_age
         with self._services_lock:
             read_at = self._services_read_at
             if read_at is not None and read_at >= wanted_after:
                 return
-            if self._shared is not None:
-                # Read by the service's reader when there is one; taken in the turn.
-                self._shared.ask(wanted_after, self._reader_wait)
-                with self._shared.turn():
-                    self._take_turn(wanted_after)
-                return
-            started = self._clock()
-            try:
-                services, unknown = self._services.read_services()
-            except NovaApiError as e:
-                LOG.warning('compute services read failed (%s); deciding with the '
-                            'state of %s', e, 'the last sync' if read_at else 'no sync yet')
-                return
-            note_services_read(self._clock() - started, self._slow_reads,
-                               from_api=reads_from_api(self._services, self._reader))
-            self._catalog.apply_service_states(services, unknown)
-            self._services_read_at = started
+            if self._reads_by_host():
+                if read_at is None or read_at < now - self._scan_every:
+                    self._read_every_row(now - self._scan_every)
+                    read_at = self._services_read_at
+                    if read_at is not None and read_at >= wanted_after:
+                        return
+                if read_at is not None and self._read_unusual_again():
+                    return
+            self._read_every_row(wanted_after)
+
+    def _read_every_row(self, wanted_after: float) -> None:
+        """Under the services lock: a read of every service begun after
+        ``wanted_after``, this worker's or the service's reader's."""
+        if self._shared is not None:
+            # Read by the service's reader when there is one; taken in the turn.
+            self._shared.ask(wanted_after, self._reader_wait)
+            with self._shared.turn():
+                self._take_turn(wanted_after)
+            return
+        started = self._clock()
+        try:
+            services, unknown = self._services.read_services()
+        except NovaApiError as e:
+            LOG.warning('compute services read failed (%s); deciding with the '
+                        'state of %s', e,
+                        'the last sync' if self._services_read_at else 'no sync yet')
+            return
+        note_services_read(self._clock() - started, self._slow_reads,
+                           from_api=reads_from_api(self._services, self._reader))
+        self._catalog.apply_service_states(services, unknown)
+        self._services_read_at = started
+
+    def _reads_by_host(self) -> bool:
+        """Whether the services' rows are read by host between two reads of every row."""
+        return self._by_host() is not None
+
+    def _by_host(self) -> ServicesByHost | None:
+        # Not with service_state_max_age -1: the operator asked for no read per request.
+        if (self._max_age is not None and self._scan_every > 0
+                and getattr(self._services, 'reads_by_host', False)):
+            return cast(ServicesByHost, self._services)
+        return None
+
+    def _read_unusual_again(self) -> bool:
+        """The rows of the services the catalog holds as disabled, forced down or
+        silent, read again by host and applied; False (nothing read) when they are
+        too many to look up one by one, or the read failed: then every row is read."""
+        held = self._catalog.service_states()
+        if self._unusual is None or self._unusual[0] is not held:
+            self._unusual = held, [host for host, state in held.items() if _unusual(state)]
+        hosts = self._unusual[1]
+        source = self._by_host()
+        if source is None or len(hosts) > MAX_HOSTS_READ_AGAIN:
+            return False
+        if not hosts:
+            return True
+        try:
+            with self._by_host_reads:
+                fresh = source.usual_again(hosts)
+        except NovaApiError as e:
+            LOG.warning('compute services read by host failed (%s); reading every row', e)
+            return False
+        self._catalog.update_service_states(fresh)
+        return True
+
+    def unusable_hosts(self, hosts: Sequence[str]) -> set[str]:
+        """Of ``hosts`` (about to be claimed, or offered as alternates), those whose
+        compute service is disabled or down now, read by host, when the read before the
+        request may have been older than the request (:meth:`fresh_service_states`);
+        else none. What is read is applied. A failed read finds none (logged): the
+        request is then decided on what the catalog held, as when a read fails
+        before it."""
+        source = self._by_host()
+        if not hosts or source is None:
+            return set()
+        try:
+            with self._by_host_reads:
+                fresh = source.unusual_now(hosts)
+        except NovaApiError as e:
+            LOG.warning('compute services read of the chosen hosts failed (%s); answering '
+                        'with the state read before the request', e)
+            return set()
+        self._catalog.update_service_states(fresh)
+        return {host for host, state in fresh.items() if state.disabled or not state.up}
 
     def _take_turn(self, wanted_after: float) -> None:
         """In this worker's turn: take the last read when it began after
@@ -653,7 +761,8 @@ def nova_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog,
                     service_state_max_age=max_age if max_age >= 0 else None,
                     shared=shared if max_age >= 0 else None, services=services,
                     reader_wait=opts.connect_timeout + opts.read_timeout + 1.0,
-                    cell_databases_have=catalog.cell_databases_have if cells else None)
+                    cell_databases_have=catalog.cell_databases_have if cells else None,
+                    scan_every=conf[CELL_GROUP].service_scan_interval)
 
 
 def compute_reader_from_conf(conf: cfg.ConfigOpts) -> NovaComputeReader:

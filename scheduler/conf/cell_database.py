@@ -58,6 +58,21 @@ cell_database_opts = [
                      '34\'s about half a millisecond per compute service; the read here took '
                      '14-18 ms at 10,000 services on PostgreSQL (doc/performance.md, "The '
                      'cell databases in place of nova-api\'s lists").'),
+    cfg.FloatOpt('service_scan_interval', default=10.0, min=0.0,
+                 help='With ``service_states``: how often, at most, the read before a request '
+                      'reads every row of the ``services`` tables (seconds). Between two such '
+                      'scans a request reads, by host (the table\'s unique key), only the rows '
+                      'of the services last seen disabled, forced down or without a recent '
+                      'heartbeat, so that one enabled or back up counts at once; and the host '
+                      'it is about to claim, or to offer as an alternate, is read the same '
+                      'way and passed over when its service is now disabled or down. So no '
+                      'request is answered with a host whose service was disabled or down '
+                      'when it was answered, as with nova-scheduler; what the scans add is '
+                      'the services that are new or deleted, and those of the hosts not '
+                      'chosen, which only the weighers\' normalisation and a NoValidHost\'s '
+                      'counts see. A scan costs the database a pass over every row (5 ms at '
+                      '10,000 services on PostgreSQL), a read by host a few index look-ups. '
+                      '0: a scan before every request, as nova-scheduler reads its services.'),
     cfg.FloatOpt('startup_sync_timeout', default=10.0, min=0.0,
                  help='At start-up, seconds to wait for the first read before taking calls; '
                       'the service starts anyway when it takes longer. 0: do not wait.'),

@@ -11,7 +11,7 @@ from scheduler.host_state import HostState
 from scheduler.host_table import HostView
 from scheduler.objects.selection import SchedulerLimits, Selection
 from scheduler.objects.spec import RequestSpec
-from scheduler.pipeline.claim import Placed
+from scheduler.pipeline.claim import Placed, UnusableHosts
 from scheduler.pipeline.ordering import first_fitting, pick_alternates
 
 #: (spec, hosts, instance index, its trace) -> the hosts in order (Ranking.sorted_hosts)
@@ -19,7 +19,11 @@ SortHosts = Callable[[RequestSpec, HostView, int, InstanceAttempt], HostView]
 
 
 def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: HostView,
-               num_alts: int, sort_hosts: SortHosts) -> list[list[Selection]]:
+               num_alts: int, sort_hosts: SortHosts,
+               unusable_hosts: UnusableHosts | None = None) -> list[list[Selection]]:
+    """``unusable_hosts``: which hosts' compute services are disabled or down now,
+    when the hosts were judged on an older state (the alternates offered are
+    checked with it, a host of them passed over as the claim's walk passes it)."""
     selected = {p.host.uuid for p in placed}
     if num_alts and len(placed) > 1:
         # Nova sorts once more after all consumptions so alternates reflect them.
@@ -30,14 +34,28 @@ def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: HostView,
         # Without a claim (4.3 callers, rebuild checks) Nova sends the literal "null".
         claimed = p.claim is not None
         answer = [selection(p.host, p.alloc_req, with_request=claimed)]
-        for alt in pick_alternates(ordered, chosen=p.host, selected=selected,
-                                   num_alternates=num_alts):
+        for alt in _alternates(ordered, p.host, selected, num_alts, unusable_hosts):
             # Alternates carry an unclaimed request: the conductor claims it
             # itself if the first host fails to build. Without claims Nova
             # sends "null" for them too.
             answer.append(selection(alt, first_fitting(alt), with_request=claimed))
         result.append(answer)
     return result
+
+
+def _alternates(ordered: HostView, chosen: HostState, selected: set[str], num_alts: int,
+                unusable_hosts: UnusableHosts | None) -> list[HostState]:
+    passed_over: set[str] = set()
+    while True:
+        alternates = pick_alternates(ordered, chosen=chosen, selected=selected | passed_over,
+                                     num_alternates=num_alts)
+        if unusable_hosts is None or not alternates:
+            return alternates
+        gone = unusable_hosts([alt.host for alt in alternates])
+        if not gone:
+            return alternates
+        # Each round passes at least one more host over: it ends.
+        passed_over.update(alt.uuid for alt in alternates if alt.host in gone)
 
 
 def selection(host: HostState, alloc_req: AllocationRequest | None, *,

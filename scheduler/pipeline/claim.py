@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from oslo_config import cfg
@@ -44,6 +44,11 @@ from scheduler.pipeline.group_check import (
 from scheduler.pipeline.spread import Spread
 
 LOG = logging.getLogger(__name__)
+
+#: (service hosts) -> those whose compute service is disabled or down now.
+UnusableHosts = Callable[[Sequence[str]], Collection[str]]
+#: Why a host that passed the filters was passed over just before it was chosen.
+SERVICE_GONE = 'compute service disabled or down since the services were read'
 
 
 @dataclass
@@ -80,7 +85,8 @@ class Claiming:
                  on_capacity_refused: Callable[[Mapping[str, Mapping[str, int]]], None]
                  | None = None,
                  spread: Spread | None = None,
-                 on_claimed: Callable[[Mapping[str, Mapping[str, int]]], None] | None = None):
+                 on_claimed: Callable[[Mapping[str, Mapping[str, int]]], None] | None = None,
+                 unusable_hosts: UnusableHosts | None = None):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
@@ -94,6 +100,10 @@ class Claiming:
         #: stops counting as in flight: the provider view shows it from then on, so
         #: that no request of this worker sees the host as it was before the claim.
         self.on_claimed = on_claimed
+        #: Which of some hosts' compute services are disabled or down now, when the
+        #: state the hosts were judged on may be older than the request
+        #: (NovaSync.unusable_hosts); a host about to be chosen is checked first.
+        self.unusable_hosts = unusable_hosts
 
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
@@ -116,6 +126,10 @@ class Claiming:
             fitting = [a for a in host.allocation_candidates if host.fits(a)]
             if not fitting:
                 attempt.claim_failures['full after earlier instances of this request'] += 1
+                continue
+            if self.unusable_hosts is not None and self.unusable_hosts([host.host]):
+                attempt.claim_failures[SERVICE_GONE] += 1
+                walk.tried.add(host.uuid)
                 continue
             if not claim:
                 attempt.claimed_host = host.host

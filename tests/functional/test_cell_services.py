@@ -81,3 +81,30 @@ def test_a_second_read_finds_what_changed_since_the_first(cell_db):
     assert (second['cn2'].up, second['cn2'].forced_down) == (False, True)
     assert second['cn3'].up
     assert set(third) == {'cn1', 'cn2'}
+
+
+def test_between_scans_the_rows_of_a_few_hosts_are_read_by_host(cell_db):
+    """What a request reads between two reads of every row: of the services held as
+    disabled or down, those up and enabled again; of the hosts about to be answered
+    with, those disabled or down now."""
+    cell_db.insert_service('cn-up', last_seen_up=ago(5), created_at=ago(3600))
+    cell_db.insert_service('cn-off', last_seen_up=ago(5), created_at=ago(3600),
+                           disabled=True, disabled_reason='maintenance')
+    cell_db.insert_service('cn-silent', last_seen_up=ago(300), created_at=ago(3600))
+    cell_db.insert_service('cn-forced', last_seen_up=ago(5), created_at=ago(3600),
+                           forced_down=True)
+    reader = CellServicesReader([CellDatabaseReader(cell_db.reader_url)], down_time=60)
+    held = ['cn-off', 'cn-silent', 'cn-forced']
+
+    assert reader.usual_again(held) == {}
+    assert set(reader.unusual_now(['cn-up', 'cn-off', 'cn-forced', 'cn-unknown'])) == {
+        'cn-off', 'cn-forced'}
+
+    cell_db.query_commit("UPDATE services SET disabled = false, disabled_reason = NULL "
+                         "WHERE host = 'cn-off'")
+    cell_db.query_commit("UPDATE services SET forced_down = true WHERE host = 'cn-up'")
+    again = reader.usual_again(held)
+    now = reader.unusual_now(['cn-up', 'cn-off'])
+
+    assert {h: (s.up, s.disabled) for h, s in again.items()} == {'cn-off': (True, False)}
+    assert {h: (s.up, s.forced_down) for h, s in now.items()} == {'cn-up': (False, True)}

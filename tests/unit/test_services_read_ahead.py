@@ -7,23 +7,17 @@ the background while Placement (or the provider view) answers, instead of after.
 """
 from __future__ import annotations
 
-import random
 import threading
 
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.nova_api import ServiceState
-from scheduler.filters.compute import ComputeFilter
-from scheduler.manager import SchedulerManager
-from scheduler.pipeline.claimer import PendingCleanups
-from scheduler.weights.ram import RAMWeigher
-from tests.builders import CELL, boot_spec, make_conf, select, uuids
+from tests.builders import CELL, boot_spec, compute_filtered_manager, select, uuids
 
 
 def test_the_read_begins_before_the_candidates_are_asked_for_and_decides_the_hosts(fake):
     fake.add_compute('cn0', ram_mb=65536)      # the better host, until the read disables it
     fake.add_compute('cn1')
     catalog = HostCatalog(default_cell_uuid=CELL)
-    conf = make_conf()
     began = threading.Event()
 
     def read_services() -> None:
@@ -33,17 +27,9 @@ def test_the_read_begins_before_the_candidates_are_asked_for_and_decides_the_hos
 
     # Placement answers only once the read has begun: in the background, not after.
     fake.script('get_allocation_candidates', lambda call: _wait(began))
-    compute, weigher = ComputeFilter(), RAMWeigher()
-    compute.conf = weigher.conf = conf
-    manager = SchedulerManager(
-        conf, placement=fake, catalog=catalog, filters=[compute], weighers=[weigher],
-        request_filters=[], cleanups=PendingCleanups(fake, interval=3600),
-        rng=random.Random(0), refresh_service_states=read_services)
-    try:
+    with compute_filtered_manager(fake, catalog,
+                                  refresh_service_states=read_services) as manager:
         [selection] = select(manager, boot_spec(), uuids(1))
-    finally:
-        manager.cleanups.stop()
-        manager.release.stop()
 
     assert selection[0].service_host == 'cn1'
 
