@@ -38,7 +38,11 @@ f. with ``--max-age S``, ``nova, max_age S``: ``[nova] service_state_max_age = S
    read before a request only when the last is older than S seconds;
 g. ``nova+cell, api services``: c with ``[cell_database] service_states = false``,
    the read before each request being ``GET /os-services`` as in b (the default
-   until 2026-11-30).
+   until 2026-11-30);
+h. ``nova+cell, scan per request``: c with ``[cell_database] service_scan_interval =
+   0``, every row of the ``services`` table read before each request (the default
+   until 2026-11-30, later): c reads every row every 10 s and, in between, a few
+   rows by host before a request and before its answer.
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -112,7 +116,7 @@ SERVICES_PATH = '/v2.1/os-services'
 REPORT_INTERVAL = 10.0
 #: Phase name -> the config it adds to bench.view's provider view config.
 PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
-          'nova+cell, api services')
+          'nova+cell, api services', 'nova+cell, scan per request')
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
 
@@ -608,6 +612,9 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
     if name == 'nova+cell, api services':
         return (config + nova.config(_label(name)) + cell.config()
                 + 'service_states = false\n')
+    if name == 'nova+cell, scan per request':
+        return (config + nova.config(_label(name)) + cell.config()
+                + 'service_scan_interval = 0\n')
     if name == 'cell':
         return config + cell.config()
     max_age = name.rsplit(' ', 1)[1]
@@ -630,11 +637,11 @@ def _slice(name: str, client: Any, dep: deploy.Deployment, nova: ComputeApi, cli
 
 
 #: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
-LETTERS = dict(zip('abcdeg', PHASES, strict=True))
+LETTERS = dict(zip('abcdegh', PHASES, strict=True))
 
 
 def _phases(settings: Settings) -> list[str]:
-    refused = set(settings.skip) - set('bcdefg')   # a, the baseline, always runs
+    refused = set(settings.skip) - set('bcdefgh')   # a, the baseline, always runs
     if refused:
         raise SystemExit(f'--skip: not {"".join(sorted(refused))} '
                          f'(phases: {", ".join(f"{k} {v}" for k, v in LETTERS.items())}, '
