@@ -43,6 +43,9 @@ FILTER_MAP = False
 
 #: Nova option groups whose test values this service must see.
 MIRRORED_GROUPS = ('scheduler', 'filter_scheduler', 'workarounds', 'pci')
+#: Options of ``[DEFAULT]`` an operator sets alike for Nova and the scheduler, mirrored too
+#: (``host`` and ``state_path`` are the service's own).
+MIRRORED_DEFAULTS = ('default_availability_zone',)
 
 #: The identity the Keystone stand-in gives the scheduler's token.
 SCHEDULER_TOKEN = 'scheduler-service-token'
@@ -397,6 +400,8 @@ class SwappedScheduler:
         from nova import conf as nova_conf
         from oslo_config import cfg
         nova_cfg = nova_conf.CONF
+        for name in MIRRORED_DEFAULTS:
+            self._conf.set_override(name, nova_cfg[name])
         for group in MIRRORED_GROUPS:
             ours = self._conf[group]
             for name in list(ours.keys()):
