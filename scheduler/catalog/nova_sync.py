@@ -402,7 +402,7 @@ class NovaSync(PeriodicSync):
         self._checked_at: float | None = None
         self._list_next = False
         # How often, at most, the read before a request reads every row, where the
-        # services' rows can be read by host (:meth:`_reads_by_host`); the hosts held
+        # services' rows can be read by host (:meth:`_by_host`); the hosts held
         # as unusual in the catalog's mapping of that identity.
         self._scan_every = scan_every
         self._unusual: tuple[Mapping[str, ServiceState], list[str]] | None = None
@@ -431,13 +431,14 @@ class NovaSync(PeriodicSync):
             read_at = self._services_read_at
             if read_at is not None and read_at >= wanted_after:
                 return
-            if self._reads_by_host():
+            source = self._by_host()
+            if source is not None:
                 if read_at is None or read_at < now - self._scan_every:
                     self._read_every_row(now - self._scan_every)
                     read_at = self._services_read_at
                     if read_at is not None and read_at >= wanted_after:
                         return
-                if read_at is not None and self._read_unusual_again():
+                if read_at is not None and self._read_unusual_again(source):
                     return
             self._read_every_row(wanted_after)
 
@@ -463,18 +464,15 @@ class NovaSync(PeriodicSync):
         self._catalog.apply_service_states(services, unknown)
         self._services_read_at = started
 
-    def _reads_by_host(self) -> bool:
-        """Whether the services' rows are read by host between two reads of every row."""
-        return self._by_host() is not None
-
     def _by_host(self) -> ServicesByHost | None:
+        """The source, when its rows are read by host between two reads of every row."""
         # Not with service_state_max_age -1: the operator asked for no read per request.
         if (self._max_age is not None and self._scan_every > 0
                 and getattr(self._services, 'reads_by_host', False)):
             return cast(ServicesByHost, self._services)
         return None
 
-    def _read_unusual_again(self) -> bool:
+    def _read_unusual_again(self, source: ServicesByHost) -> bool:
         """The rows of the services the catalog holds as disabled, forced down or
         silent, read again by host and applied; False (nothing read) when they are
         too many to look up one by one, or the read failed: then every row is read."""
@@ -482,8 +480,7 @@ class NovaSync(PeriodicSync):
         if self._unusual is None or self._unusual[0] is not held:
             self._unusual = held, [host for host, state in held.items() if _unusual(state)]
         hosts = self._unusual[1]
-        source = self._by_host()
-        if source is None or len(hosts) > MAX_HOSTS_READ_AGAIN:
+        if len(hosts) > MAX_HOSTS_READ_AGAIN:
             return False
         if not hosts:
             return True
