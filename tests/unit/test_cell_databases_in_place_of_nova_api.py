@@ -283,9 +283,9 @@ def test_cell_databases_that_cannot_be_read_leave_the_read_to_the_compute_api(ca
 def test_equal_cpu_info_texts_give_one_shared_object():
     shared: dict = {}
     nodes, _ = parse_rows([row(RP1, 'node-a', 'svc-a'), row(RP2, 'node-b', 'svc-b')],
-                          cpu_infos=shared)
+                          shared=shared)
     assert nodes[0].cpu_info is nodes[1].cpu_info
-    [again], _ = parse_rows([row(RP1, 'node-a', 'svc-a')], cpu_infos=shared)
+    [again], _ = parse_rows([row(RP1, 'node-a', 'svc-a')], shared=shared)
     assert again.cpu_info is nodes[0].cpu_info
 
 

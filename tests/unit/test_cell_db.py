@@ -18,6 +18,7 @@ from scheduler.catalog.cell_db import (
     CellDatabaseSync,
     cell_db_sync_from_conf,
     parse_rows,
+    row_digest,
     split_connection,
 )
 from scheduler.catalog.readonly_db import mask_url
@@ -393,6 +394,58 @@ def test_a_row_as_it_was_at_the_last_read_gives_the_same_node_and_a_changed_row_
     assert second['cn1'] is first['cn1']
     assert second['cn2'] is not first['cn2']
     assert second['cn2'].numa_topology.cells[0].cpuset == {0}
+
+
+def test_rows_are_read_a_batch_at_a_time_and_each_unchanged_one_keeps_its_node(
+        tmp_path, monkeypatch):
+    from scheduler.catalog import cell_db
+
+    monkeypatch.setattr(cell_db, 'READ_BATCH', 2)
+    names = [f'cn{i}' for i in range(5)]
+    path = tmp_path / 'cell1.db'
+    reader = CellDatabaseReader(sqlite_cell(path, [row(n) for n in names]))
+    first = {n.nodename: n for n in reader.read()[0]}
+    with sqlite3.connect(path) as db:
+        db.execute('UPDATE compute_nodes SET cpu_allocation_ratio = 2.0 '
+                   'WHERE hypervisor_hostname = ?', ('cn3',))
+    second = {n.nodename: n for n in reader.read()[0]}
+
+    assert sorted(first) == sorted(second) == names
+    assert [n for n in names if second[n] is not first[n]] == ['cn3']
+    assert second['cn3'].numa_topology.cpu_allocation_ratio == 2.0
+
+
+@pytest.mark.parametrize('other', [
+    ('a', 'b', None), ('a', 'bc', 'd'), ('ab', 'c', 'd'), ('a', 'b', 'e'), ('a', 'b', 1),
+    ('a', 'b', 1.0), ('a', 'b', '1'), ('a', 'b', True), ('a', 'b', b'd'), ('a', 'b', 'd', None)])
+def test_a_row_s_digest_tells_it_from_a_row_with_any_value_moved_changed_or_retyped(other):
+    assert row_digest(('a', 'b', 'd')) == row_digest(('a', 'b', 'd'))
+    assert row_digest(other) != row_digest(('a', 'b', 'd'))
+
+
+def test_a_row_with_a_value_a_digest_cannot_take_has_none_and_is_parsed_at_every_read():
+    assert row_digest(('a', {'cells': []})) is None
+    assert row_digest(('a', ['x86_64'])) is None
+
+
+def test_equal_texts_give_one_shared_object_each_and_other_ratios_another_topology():
+    shared: dict = {}
+    a, b, c = parse_rows([row('cn1'), row('cn2'), row('cn3', cpu_ratio=2.0)],
+                         shared=shared)[0]
+    assert a.numa_topology is b.numa_topology
+    assert a.pci_stats is b.pci_stats is c.pci_stats
+    assert a.supported_instances is b.supported_instances
+    assert c.numa_topology is not a.numa_topology
+    assert (a.numa_topology.cpu_allocation_ratio, c.numa_topology.cpu_allocation_ratio) == (
+        4.0, 2.0)
+    assert c.numa_topology.cells == a.numa_topology.cells
+
+
+def test_a_reader_shares_what_it_parsed_with_its_reads_by_uuid(tmp_path):
+    reader = CellDatabaseReader(sqlite_cell(tmp_path / 'cell1.db', [row('cn1'), row('cn2')]))
+    [first, _], _ = reader.read()
+    [again], _ = reader.read_nodes([uuid_for('cn1')])
+    assert again.numa_topology is first.numa_topology
 
 
 def test_a_row_with_a_problem_is_named_at_every_read_not_only_the_first(tmp_path):
