@@ -53,12 +53,24 @@ from typing import Any
 LOG = logging.getLogger(__name__)
 
 _HEADER = struct.Struct('<qd')
+#: The last check of whether the cell databases hold every compute node: whether they
+#: did, and when that check began (``time.monotonic()``; NaN: never checked).
+_CHECK = struct.Struct('<?d')
 #: A worker's question to the reader: a read begun at or after this time.
 _ASK = struct.Struct('<d')
 #: The reader's answer: when the read it made for the question began (NaN: it failed).
 _ANSWER = struct.Struct('<d')
 #: Seconds between two looks, while a worker waits for an answer, at whether the reader lives.
 _ALIVE_CHECK = 0.5
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the last worker to check found: whether the cell databases held every compute
+    node the compute API knows, and when that check began."""
+
+    held: bool
+    at: float
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,9 @@ class SharedReads:
         self._keys_path = os.path.join(directory, 'keys')
         self.reader_path = os.path.join(directory, 'reader')
         self._reader_lock_path = os.path.join(directory, 'reader.lock')
+        self._check_path = os.path.join(directory, 'cells-checked')
         self._fd: int | None = None
+        self._check_fd: int | None = None
         self._socket: socket.socket | None = None   # this worker's, to ask the reader
         self._socket_pid = 0
 
@@ -109,6 +123,34 @@ class SharedReads:
             yield
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def check_turn(self) -> Iterator[None]:
+        """This worker's turn to check whether the cell databases hold every compute
+        node (a lock of its own: a check reads every compute service through the
+        compute API, seconds at tens of thousands, and the reads before requests must
+        not wait for it)."""
+        if self._check_fd is None:  # opened in the worker, as the turn's
+            self._check_fd = os.open(self._check_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._check_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._check_fd, fcntl.LOCK_UN)
+
+    def checked(self) -> Checked | None:
+        """The last check a worker published (in :meth:`check_turn` only); None: none."""
+        assert self._check_fd is not None
+        data = os.pread(self._check_fd, _CHECK.size, 0)
+        if len(data) != _CHECK.size:
+            return None
+        held, at = _CHECK.unpack(data)
+        return None if at != at else Checked(held, at)
+
+    def publish_check(self, checked: Checked) -> None:
+        """A check this worker made (in :meth:`check_turn` only)."""
+        assert self._check_fd is not None
+        os.pwrite(self._check_fd, _CHECK.pack(checked.held, checked.at), 0)
 
     def published(self) -> Published:
         """The header (in :meth:`turn` only)."""

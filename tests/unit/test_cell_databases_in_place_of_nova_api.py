@@ -318,3 +318,64 @@ def test_a_read_that_hands_back_the_same_states_is_not_judged_again(monkeypatch)
     for _ in range(3):
         checked.read_services()
     assert judged == [same] and cells.reads == 3
+
+
+# ------------------------------------------------- one check for the workers of a service
+
+def workers_held_by_the_cells(tmp_path, count=3):
+    """``count`` workers' syncs of one service (one SharedReads directory, one compute
+    API, one clock), whose cell databases hold the one node the compute API lists."""
+    from scheduler.catalog.shared_services import SharedReads
+
+    clock, api = Clock(), ListingApi([hypervisor(RP1, 'n-0d5e')])
+    syncs = []
+    for _ in range(count):
+        catalog = HostCatalog(default_cell_uuid=CELL)
+        catalog.apply_cell_db_nodes(cell_nodes(RP1))
+        syncs.append(NovaSync(catalog, api, interval=60,  # type: ignore[arg-type]
+                              services=Source({'svc-a': ServiceState(host='svc-a', up=True)}),
+                              shared=SharedReads(str(tmp_path)), service_state_max_age=0.0,
+                              cell_databases_have=catalog.cell_databases_have, clock=clock))
+    return clock, api, syncs
+
+
+def test_one_worker_checks_the_compute_api_for_the_others_once_an_hour(tmp_path):
+    clock, api, syncs = workers_held_by_the_cells(tmp_path)
+
+    assert all(sync.sync_once() for sync in syncs)
+    # The first worker read every compute service; the others took its word.
+    assert (api.services_reads, api.lists) == (1, 0)
+    assert all(sync.cells_hold_every_node for sync in syncs)
+
+    for _ in range(int(HYPERVISOR_CHECK_EVERY // 60) - 1):
+        clock.now += 60
+        assert all(sync.sync_once() for sync in syncs)
+    assert api.services_reads == 1
+
+    clock.now += 60     # an hour after the check: one worker checks again, for all
+    assert all(sync.sync_once() for sync in syncs)
+    assert api.services_reads == 2
+
+
+def test_a_check_that_found_a_node_missing_is_not_taken_every_worker_lists_for_itself(
+        tmp_path):
+    clock, api, syncs = workers_held_by_the_cells(tmp_path)
+    api.hypervisors.append(hypervisor(RP2, 'node-b', service_host='svc-b'))
+
+    assert all(sync.sync_once() for sync in syncs)
+    assert not any(sync.cells_hold_every_node for sync in syncs)
+    assert (api.services_reads, api.lists) == (3, 3)
+    assert all(sync._catalog.record_for_provider(RP2, None).service_host == 'svc-b'
+               for sync in syncs)
+
+
+def test_a_worker_whose_check_failed_leaves_the_check_to_the_next(tmp_path):
+    clock, api, syncs = workers_held_by_the_cells(tmp_path, count=2)
+    read = api.read
+    api.read = lambda **kw: (_ for _ in ()).throw(NovaApiError('ReadTimeout'))
+    assert not syncs[0].sync_once()
+    api.read = read
+
+    assert syncs[1].sync_once() and syncs[1].cells_hold_every_node
+    assert api.services_reads == 1
+    assert syncs[0].sync_once() and api.services_reads == 1   # the second's word

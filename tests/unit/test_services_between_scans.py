@@ -172,6 +172,30 @@ def test_more_services_held_unusual_than_are_looked_up_one_by_one_are_read_whole
     assert [cell.request() for _ in range(3)] == [['every row']] * 3
 
 
+def test_a_twentieth_of_the_services_held_unusual_are_still_looked_up_one_by_one(
+        tmp_path, monkeypatch):
+    """At 50,000 services a cloud may well have a thousand disabled or down: each read of
+    every row would cost many times their read by host."""
+    monkeypatch.setattr(nova_sync_mod, 'MAX_HOSTS_READ_AGAIN', 1)
+    monkeypatch.setattr(nova_sync_mod, 'READ_AGAIN_SHARE', 2 / 3)
+    cell = Cell(tmp_path, three_hosts())
+    cell.request()
+
+    assert cell.request() == [('usual again', ['cn2', 'cn3'])]
+
+
+def test_requests_queued_behind_a_read_by_host_begun_after_they_came_take_it(tmp_path):
+    cell = Cell(tmp_path, three_hosts())
+    cell.request()
+    cell.seconds += 1.0
+    del cell.source.calls[:]
+    for _ in range(3):     # arrived together, read one after the other
+        cell.sync.fresh_service_states()
+
+    assert cell.source.calls == [('usual again', ['cn2', 'cn3'])]
+    assert cell.request() == [('usual again', ['cn2', 'cn3'])]    # a second later
+
+
 def test_a_failed_read_by_host_reads_every_row_instead(tmp_path):
     cell = Cell(tmp_path, three_hosts())
     cell.request()
@@ -196,9 +220,14 @@ def test_rows_found_wanting_are_not_read_by_host(tmp_path):
     assert sync.unusable_hosts(['cn1']) == set()
 
 
-def test_the_reads_by_host_find_what_a_read_of_every_row_finds(tmp_path):
+@pytest.mark.parametrize('chunk', [250, 3])
+def test_the_reads_by_host_find_what_a_read_of_every_row_finds(tmp_path, monkeypatch, chunk):
     """Random rows and hosts: of the hosts asked, the usual services are exactly those
-    a whole read finds up and enabled with no reason, the unusual ones the others."""
+    a whole read finds up and enabled with no reason, the unusual ones the others
+    (the hosts asked in one statement, or a few at a time)."""
+    from scheduler.catalog import cell_services
+
+    monkeypatch.setattr(cell_services, 'BY_HOST_CHUNK', chunk)
     rng = random.Random(11)
     for case in range(30):
         rows = [(i, f'cn{i}', 'nova-compute', rng.random() < 0.2,
