@@ -52,7 +52,8 @@ slice shares, which at 50,000 providers outweighs the rest: ``--one-at-a-time``
 then runs each phase's service alone, for all its ``seconds``, in the order above).
 The hosts file stays configured in every phase, so that only the sources added
 differ. Each phase's rows: throughput, p50 and p99, errors (NoValidHost apart),
-the GETs of ``/os-services`` per request and the stand-in's own time for them.
+each worker's peak resident memory (``VmHWM``, after its last slice), the GETs of
+``/os-services`` per request and the stand-in's own time for them.
 No metric of the service times its wait for the services' state (it happens
 before the ``host_states`` stage), so that wait shows only as the latency it adds
 to the baseline's. Before the phases, the stand-in's ``GET /os-services`` and the
@@ -100,6 +101,7 @@ from bench.view import (
     _Rngs,
     _service_decide,
     _view_config,
+    peak_rss_mb,
 )
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.fake_nova import TOKEN, FakeNova
@@ -587,6 +589,8 @@ class Measured:
     cores: dict[str, float]
     #: seconds the clients ran
     elapsed: float
+    #: each worker's peak resident memory (VmHWM) after the slice, MB
+    peaks: list[float]
 
 
 def _label(name: str) -> str:
@@ -621,19 +625,21 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
     return config + nova.config(_label(name), service_state_max_age=max_age)
 
 
-def _slice(name: str, client: Any, dep: deploy.Deployment, nova: ComputeApi, clients: int,
+def _slice(name: str, service: Any, dep: deploy.Deployment, nova: ComputeApi, clients: int,
            seconds: float, seed: int) -> Measured:
     """One slice of phase ``name``: ``clients`` back to back on ``client`` for
     ``seconds``; the GETs are that phase's service's only (not the idle ones' syncs)."""
     gets_before, seconds_before = _services(nova.stats(), name)
     before, started = cpu.sample(), time.monotonic()
+    client, svc = service
     phase = _closed_loop(clients, seconds, 0.0, _service_decide(client, _Rngs(seed)))
     elapsed = time.monotonic() - started
     cores = cpu.used_between(before, cpu.sample(), elapsed)
     gets_after, seconds_after = _services(nova.stats(), name)
     deploy.delete_consumers(dep.url, phase.consumers)
     return Measured(phase, len(phase.consumers) + sum(phase.errors.values()),
-                    gets_after - gets_before, seconds_after - seconds_before, cores, elapsed)
+                    gets_after - gets_before, seconds_after - seconds_before, cores, elapsed,
+                    peak_rss_mb(svc.worker_pids()))
 
 
 #: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
@@ -690,6 +696,10 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -
     rows = [Row(f'{label}, throughput', n, rate, unit='req/s', note=note),
             Row(f'{label}, p50', n, _percentile_ms(latencies, 50)),
             Row(f'{label}, p99', n, _percentile_ms(latencies, 99))]
+    peaks = measured[-1].peaks
+    if peaks:
+        rows.append(Row(f'{label}, peak memory per worker (VmHWM)', n, max(peaks), unit='MB',
+                        note='each worker: ' + ', '.join(f'{p:.0f}' for p in peaks) + ' MB'))
     if name != 'baseline':
         rows.append(Row(f'{label}, GET /os-services per request', n,
                         gets / calls if calls else float('nan'), unit='n',
@@ -705,7 +715,8 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -
 @contextlib.contextmanager
 def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: CellDatabase,
                    settings: Settings) -> Iterator[Any]:
-    """Phase ``name``'s service, warmed up for ``settings.warmup``: its RPC client."""
+    """Phase ``name``'s service, warmed up for ``settings.warmup``: its RPC client and
+    the service."""
     from scheduler.rpc.client import SchedulerClient
 
     with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=settings.workers,
@@ -717,13 +728,13 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Ce
                             _service_decide(client, _Rngs(1)))
         deploy.delete_consumers(dep.url, warm.consumers)
         deploy.analyze(dep.placement, vacuum=True)
-        yield client
+        yield client, svc
 
 
-def _take(measured: dict[str, list[Measured]], name: str, client: Any,
+def _take(measured: dict[str, list[Measured]], name: str, service: Any,
           dep: deploy.Deployment, nova: ComputeApi, settings: Settings, seconds: float,
           k: int) -> None:
-    m = _slice(name, client, dep, nova, settings.clients, seconds, 20261127 + k)
+    m = _slice(name, service, dep, nova, settings.clients, seconds, 20261127 + k)
     measured[name].append(m)
     print(f'  {name}: {m.phase.rate:.1f} req/s, {m.services_gets} GETs /os-services for '
           f'{m.calls} requests', file=sys.stderr, flush=True)
@@ -734,12 +745,12 @@ def _in_turns(measured: dict[str, list[Measured]], phases: list[str],
               cell: CellDatabase, settings: Settings) -> None:
     """Every phase's service up at once, the phases taking turns in short slices: a
     machine whose load drifts weighs on all of them alike."""
-    clients = {name: stack.enter_context(_phase_service(name, dep, nova, cell, settings))
-               for name in phases}
+    services = {name: stack.enter_context(_phase_service(name, dep, nova, cell, settings))
+                for name in phases}
     slices = max(1, math.ceil(settings.seconds / settings.slice - 1e-9))
     for k in range(slices):
         for name in phases if k % 2 == 0 else phases[::-1]:
-            _take(measured, name, clients[name], dep, nova, settings,
+            _take(measured, name, services[name], dep, nova, settings,
                   settings.seconds / slices, k)
 
 
@@ -808,8 +819,8 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         measured: dict[str, list[Measured]] = {name: [] for name in phases}
         if settings.one_at_a_time:
             for name in phases:
-                with _phase_service(name, dep, nova, cell, settings) as client:
-                    _take(measured, name, client, dep, nova, settings, settings.seconds, 0)
+                with _phase_service(name, dep, nova, cell, settings) as service:
+                    _take(measured, name, service, dep, nova, settings, settings.seconds, 0)
         else:
             _in_turns(measured, phases, stack, dep, nova, cell, settings)
         baseline = _rate(measured['baseline'])

@@ -520,7 +520,7 @@ def _read_back(dep: deploy.Deployment) -> tuple[int, int]:
     return int(over or 0), int(consumers or 0)
 
 
-def _peak_rss_mb(pids: list[int]) -> list[float]:
+def peak_rss_mb(pids: list[int]) -> list[float]:
     """Each process's peak resident memory (VmHWM), MB."""
     peaks = []
     for pid in pids:
@@ -926,8 +926,8 @@ def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
         run.refused_rows('', statuses, refusals)
         filling = run.view_fill(client, svc)
         sampled = run.regret(client, svc.config) if query_ceiling is not None else []
-        peaks = _peak_rss_mb(svc.worker_pids())
-        readers = _peak_rss_mb(svc.reader_pids())
+        peaks = peak_rss_mb(svc.worker_pids())
+        readers = peak_rss_mb(svc.reader_pids())
         deploy.delete_consumers(dep.url, filling.consumers + sampled)
     big = run.n >= 50000
     run.row('peak memory per worker (VmHWM)', max(peaks, default=float('nan')), unit='MB',

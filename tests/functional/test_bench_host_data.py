@@ -40,6 +40,9 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
                   'nova+cell, api services', 'nova+cell, scan per request'):
         assert rows[f'host data: {phase}, throughput']['ours_ms'] > 0, printed
         assert 'other errors 0' in rows[f'host data: {phase}, throughput']['note'], printed
+        peak = rows[f'host data: {phase}, peak memory per worker (VmHWM)']
+        assert peak['ours_ms'] > 30, peak
+        assert len(peak['note'].split(', ')) == host_data.DEFAULT_WORKERS, peak
     assert rows['host data: stand-in GET /os-services alone (client side)']['ours_ms'] > 0
     assert rows['host data: cell database services, first read alone']['ours_ms'] > 0
     assert rows['host data: cell database services, next read alone']['ours_ms'] > 0
