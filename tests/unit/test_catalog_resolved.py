@@ -136,3 +136,54 @@ def test_the_same_services_read_applied_again_after_a_sync_is_the_state_again():
     assert not record(catalog).disabled
     catalog.apply_service_states(read)
     assert record(catalog).disabled
+
+
+def two_computes(now, *, disabled_2=False, version_2=1, name_2='compute-02', aggregates=()):
+    return NovaSnapshot(
+        aggregates=tuple(aggregates),
+        hypervisors=(HypervisorInfo(RP1, 'compute-01', 'compute-01', hypervisor_version=1),
+                     HypervisorInfo(RP2, name_2, 'compute-02',
+                                    hypervisor_version=version_2)),
+        services={'compute-01': ServiceState('compute-01', up=True, updated_at=now),
+                  'compute-02': ServiceState('compute-02', up=True, updated_at=now,
+                                             disabled=disabled_2)})
+
+
+def test_a_compute_api_snapshot_like_the_last_keeps_every_record_it_does_not_move():
+    """The periodic sync applies a snapshot every minute, mostly the same as the last:
+    only the hosts it moves are resolved again, and the next request sees those."""
+    from scheduler.objects.spec import Aggregate
+
+    now = datetime.datetime(2026, 11, 30, tzinfo=datetime.timezone.utc)
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    catalog.apply_nova_snapshot(two_computes(now), cast_mark=0)
+    first, second = record(catalog, RP1), record(catalog, RP2)
+    version = catalog.versions()
+
+    catalog.apply_nova_snapshot(two_computes(now + datetime.timedelta(seconds=10)),
+                                cast_mark=0)
+    assert record(catalog, RP1) is first and record(catalog, RP2) is second
+    assert catalog.changed_hosts_since(version) == set()
+
+    version = catalog.versions()
+    catalog.apply_nova_snapshot(two_computes(now, disabled_2=True), cast_mark=0)
+    assert record(catalog, RP1) is first and record(catalog, RP2).disabled
+    assert catalog.changed_hosts_since(version) == {'compute-02'}
+
+    version = catalog.versions()
+    catalog.apply_nova_snapshot(two_computes(now, disabled_2=True, version_2=2), cast_mark=0)
+    assert record(catalog, RP1) is first and record(catalog, RP2).hypervisor_version == 2
+    assert catalog.changed_hosts_since(version) == {'compute-02'}
+
+    # An aggregate moves every host's row, though no record: the table reads them all.
+    version = catalog.versions()
+    catalog.apply_nova_snapshot(two_computes(now, disabled_2=True, version_2=2, aggregates=[
+        Aggregate(id=1, uuid=RP_UNKNOWN, name='az1', hosts=['compute-01'])]), cast_mark=0)
+    assert record(catalog, RP1) is first
+    assert catalog.changed_hosts_since(version) is None
+
+    # A renamed node may move what names resolve to: every record is resolved again.
+    catalog.apply_nova_snapshot(two_computes(now, name_2='compute-02b', aggregates=[
+        Aggregate(id=1, uuid=RP_UNKNOWN, name='az1', hosts=['compute-01'])]), cast_mark=0)
+    assert record(catalog, RP1) is not first and record(catalog, RP1) == first
+    assert record(catalog, RP2).nodename == 'compute-02b'
