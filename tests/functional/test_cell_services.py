@@ -8,6 +8,7 @@ import datetime
 
 import pytest
 
+from scheduler.catalog import cell_services
 from scheduler.catalog.cell_db import CellDatabaseReader
 from scheduler.catalog.cell_services import CellServicesReader, utcnow
 from scheduler.catalog.nova_api import NovaApiError
@@ -83,10 +84,12 @@ def test_a_second_read_finds_what_changed_since_the_first(cell_db):
     assert set(third) == {'cn1', 'cn2'}
 
 
-def test_between_scans_the_rows_of_a_few_hosts_are_read_by_host(cell_db):
+@pytest.mark.parametrize('chunk', [250, 1])
+def test_between_scans_the_rows_of_a_few_hosts_are_read_by_host(cell_db, chunk, monkeypatch):
     """What a request reads between two reads of every row: of the services held as
     disabled or down, those up and enabled again; of the hosts about to be answered
-    with, those disabled or down now."""
+    with, those disabled or down now (in one statement, or one host a statement)."""
+    monkeypatch.setattr(cell_services, 'BY_HOST_CHUNK', chunk)
     cell_db.insert_service('cn-up', last_seen_up=ago(5), created_at=ago(3600))
     cell_db.insert_service('cn-off', last_seen_up=ago(5), created_at=ago(3600),
                            disabled=True, disabled_reason='maintenance')
