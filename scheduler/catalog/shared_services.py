@@ -54,7 +54,7 @@ LOG = logging.getLogger(__name__)
 
 _HEADER = struct.Struct('<qd')
 #: The last check of whether the cell databases hold every compute node: whether they
-#: did, and when that check began (``time.monotonic()``; NaN: never checked).
+#: did, and when that check began (``time.monotonic()``); the file is empty until one.
 _CHECK = struct.Struct('<?d')
 #: A worker's question to the reader: a read begun at or after this time.
 _ASK = struct.Struct('<d')
