@@ -538,13 +538,7 @@ class HostCatalog:
         if (applied is not None and applied[0] is services and applied[1] is self._nova
                 and snapshot.unknown_services == tuple(unknown)):
             return None
-        old = snapshot.services
-        # The parser hands back the same object for a record that did not move.
-        changed = {host for host, service in services.items()
-                   if (before := old.get(host)) is not service
-                   and (before is None
-                        or _service_fields(before) != _service_fields(service))}
-        changed.update(old.keys() - services.keys())
+        changed = _services_moved(snapshot.services, services)
         if not changed and snapshot.unknown_services == tuple(unknown):
             self._services_applied = (services, self._nova)
             return 0
@@ -741,14 +735,19 @@ def _hosts_moved(old: NovaSnapshot, new: NovaSnapshot) -> set[str] | None:
                 return None
             if after.service_host:
                 hosts.add(after.service_host)
-    for host, service in new.services.items():
-        before_service = old.services.get(host)
-        if before_service is not service and (
-                before_service is None
-                or _service_fields(before_service) != _service_fields(service)):
-            hosts.add(host)
-    hosts.update(old.services.keys() - new.services.keys())
-    return hosts
+    return hosts | _services_moved(old.services, new.services)
+
+
+def _services_moved(old: Mapping[str, ServiceState],
+                    new: Mapping[str, ServiceState]) -> set[str]:
+    """The hosts whose records the move from ``old`` to ``new`` services' states changes
+    (added, gone, or a field a record takes moved)."""
+    # The parser hands back the same object for a record that did not move.
+    moved = {host for host, service in new.items()
+             if (before := old.get(host)) is not service
+             and (before is None or _service_fields(before) != _service_fields(service))}
+    moved.update(old.keys() - new.keys())
+    return moved
 
 
 def _node_names(node: ComputeNodeData | None) -> tuple[str | None, ...] | None:
