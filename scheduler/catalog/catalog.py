@@ -51,7 +51,7 @@ import collections
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.catalog.cell_db import ComputeNodeData
@@ -109,8 +109,10 @@ class _CellDbLayer:
         return self.by_nodename.get(nodename)
 
 
-#: Changes to named hosts the catalog remembers for changed_hosts_since().
-CHANGE_LOG = 100_000
+#: Changes to named hosts the catalog remembers for changed_hosts_since(): far more
+#: than change between two requests, and a change of more hosts than this is a change
+#: of everything (each entry is 63 bytes of a worker, for as long as it is remembered).
+CHANGE_LOG = 20_000
 
 
 class HostCatalog:
@@ -242,7 +244,9 @@ class HostCatalog:
     def _changed(self, hosts: Iterable[str] | None = None) -> None:
         """Under the lock: a new version, which changed ``hosts``' rows (None: any)."""
         self._version += 1
-        if hosts is None:
+        if hosts is not None and not isinstance(hosts, Collection):
+            hosts = list(hosts)
+        if hosts is None or len(hosts) > (self._changes.maxlen or 0):
             self._wide_change = self._version
             return
         for host in hosts:

@@ -28,11 +28,13 @@ reader user needs granted is ``SELECT`` on it.
 from __future__ import annotations
 
 import datetime
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader
+from scheduler.catalog.hosts_file import interned
 from scheduler.catalog.nova_api import (
     COMPUTE_BINARY,
     NovaApiError,
@@ -98,7 +100,9 @@ class _CellServices:
     (valid while the count and the highest id stay), and the keys of that read."""
 
     members: tuple[int, int] = (0, 0)     # (count, highest id)
-    ids: list[int] = field(default_factory=list)
+    # The ids packed, and the hosts the same string objects as the other sources' (at
+    # 50,000 services, objects of their own were 5 MB of each worker).
+    ids: array[int] = field(default_factory=lambda: array('q'))
     hosts: list[str] = field(default_factory=list)
     exceptions: dict[int, ServiceKey] = field(default_factory=dict)
     keys: list[ServiceKey] = field(default_factory=list)
@@ -255,7 +259,8 @@ class CellServicesReader:
             raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         row_keys = service_keys((row[1:] for row in rows), now=now, down_time=self._down_time)
         if full:
-            cell = _CellServices(members, [row[0] for row in rows], [row[1] for row in rows])
+            cell = _CellServices(members, array('q', (row[0] for row in rows)),
+                                 [interned(row[1]) for row in rows])
         else:
             assert last is not None
             cell = _CellServices(members, last.ids, last.hosts)

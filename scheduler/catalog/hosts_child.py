@@ -35,12 +35,13 @@ import sys
 import tempfile
 from typing import IO
 
-from scheduler.catalog.hosts_file import HostsFileContent, read_hosts_in_process
+from scheduler.catalog.hosts_file import HostsFileContent, interned, read_hosts_in_process
 from scheduler.exceptions import CatalogError
 from scheduler.host_state import HostRecord
 
 # The constructor's fields, in order: a record travels as its values.
 _FIELDS = tuple(f.name for f in dataclasses.fields(HostRecord))
+_NAMES = ('nodename', 'service_host', 'provider_uuid')
 #: What :func:`read_in_child` runs, as ``python -m``.
 _CHILD_MODULE = 'scheduler.catalog.hosts_child'
 #: How long a child that stopped sending gets to exit before it is killed.
@@ -100,6 +101,11 @@ def _records(columns: tuple[list, ...]) -> tuple[HostRecord, ...]:
         for i, value in enumerate(column):
             if type(value) is int:
                 column[i] = ints.setdefault(value, value)
+    # The names the other sources intern too (hosts_file.interned), as the child did.
+    for name in _NAMES:
+        column = columns[_FIELDS.index(name)]
+        for i, value in enumerate(column):
+            column[i] = interned(value)
     return tuple(HostRecord(*row) for row in zip(*columns, strict=True))
 
 

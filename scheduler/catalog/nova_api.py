@@ -44,7 +44,7 @@ class NovaApiError(SchedulerError):
         self.status_code = status_code
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServiceState:
     """One nova-compute service as the compute API reported it."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 
 import pytest
 
@@ -439,6 +440,21 @@ def test_equal_texts_give_one_shared_object_each_and_other_ratios_another_topolo
     assert (a.numa_topology.cpu_allocation_ratio, c.numa_topology.cpu_allocation_ratio) == (
         4.0, 2.0)
     assert c.numa_topology.cells == a.numa_topology.cells
+
+
+def test_names_and_what_many_nodes_report_alike_are_one_object_each():
+    first, second = parse_rows([
+        (*row('cn1', host='compute-1'), '192.0.2.1', 'QEMU', 8002000),
+        (uuid_for('cn2').upper(), ''.join(['cn', '2']), ''.join(['compute-', '2']),
+         *row('cn2')[3:], '192.0.2.2', ''.join(['QE', 'MU']), 8001999 + 1)], shared={})[0]
+
+    # The hosts file and the services read intern the same names (one string per host
+    # at 50,000 hosts, whichever sources name it).
+    assert first.nodename is sys.intern('cn1') and second.nodename is sys.intern('cn2')
+    assert second.service_host is sys.intern('compute-2')
+    assert second.provider_uuid is sys.intern(uuid_for('cn2'))
+    assert second.hypervisor_type is first.hypervisor_type
+    assert second.hypervisor_version is first.hypervisor_version
 
 
 def test_a_reader_shares_what_it_parsed_with_its_reads_by_uuid(tmp_path):

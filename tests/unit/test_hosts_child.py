@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import sys
 import textwrap
 from pathlib import Path
 
@@ -80,6 +81,16 @@ def test_values_hosts_share_in_the_file_stay_shared_after_the_child(tmp_path):
     assert a.cell_uuid is b.cell_uuid
     # An aggregate names its hosts with the records' own strings.
     assert content.aggregates[0].hosts[0] is a.service_host
+
+
+def test_the_names_arrive_as_the_strings_every_other_source_of_the_catalog_uses(tmp_path):
+    a, *_ = read_in_child(write(tmp_path), DEFAULT_CELL).hosts
+
+    # The cell databases' nodes and services intern the names they read: 50,000 hosts
+    # then hold one string each per name, whichever sources name them.
+    assert a.nodename is sys.intern(''.join(['compute-', '01']))
+    assert a.service_host is a.nodename
+    assert a.provider_uuid is sys.intern(RP1.upper().lower())
 
 
 def test_an_equal_heartbeat_in_another_time_zone_keeps_its_zone(tmp_path):

@@ -841,6 +841,22 @@ def test_a_change_older_than_what_the_catalog_remembers_is_not_named(monkeypatch
     assert catalog.changed_hosts_since(start + 1) == {'a', 'b'}
 
 
+def test_a_change_of_more_hosts_than_the_catalog_remembers_is_a_change_of_everything(
+        monkeypatch):
+    from scheduler.catalog import catalog as catalog_module
+
+    monkeypatch.setattr(catalog_module, 'CHANGE_LOG', 3)
+    catalog = catalog_of('a', 'b', 'c', 'd')
+    start = catalog.versions()
+
+    catalog.apply_service_states({h: ServiceState(host=h, up=False) for h in 'abcd'})
+
+    assert catalog.changed_hosts_since(start) is None
+    after = catalog.versions()
+    catalog.update_instance_info('a', ['i'])
+    assert catalog.changed_hosts_since(after) == {'a'}
+
+
 def test_a_read_that_moves_an_inventory_gives_the_shared_table_its_new_capacity():
     view, now = _view_whose_second_read_changes_a(16, [])
     catalog = catalog_of('a', 'b')
