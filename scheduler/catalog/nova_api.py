@@ -22,11 +22,12 @@ from __future__ import annotations
 import datetime
 import json
 import uuid as uuidlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from scheduler.catalog.hosts_file import interned
 from scheduler.exceptions import SchedulerError
 from scheduler.objects.spec import Aggregate
 
@@ -345,6 +346,37 @@ def _record_pieces(raw: bytes) -> list[bytes] | None:
         if separator in inner:
             return inner.split(separator)
     return [inner]
+
+
+def service_hosts(raw: bytes) -> set[str]:
+    """The host of every nova-compute record of a ``GET /os-services`` answer (a down
+    cell's too), and nothing else of them (pure).
+
+    For the check that the cell databases hold every compute node: parsed whole,
+    the answer is most of what that check cost a worker's memory (12.8 MB and 50,000
+    states at 50,000 computes, and what the parser kept of them until the next check,
+    an hour on). Each record decoded here is dropped as soon as its host is taken, and
+    the hosts are the strings the catalog already holds."""
+    pieces = _record_pieces(raw)
+    if pieces is not None:
+        try:
+            return _compute_hosts(json.loads(b'{' + piece + b'}') for piece in pieces)
+        except ValueError:   # a piece not an object by itself: decode the whole answer
+            pass
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise NovaApiError('the answer is not JSON') from None
+    return _compute_hosts(iter(_list_in(body, 'services')))
+
+
+def _compute_hosts(items: Iterator[Any]) -> set[str]:
+    hosts: set[str] = set()
+    for i, item in enumerate(items):
+        _require_mapping(item, f'services[{i}]')
+        if item.get('binary') == COMPUTE_BINARY:
+            hosts.add(interned(_string(item.get('host'), f'services[{i}].host')))
+    return hosts
 
 
 def _service(item: Mapping[str, Any], where: str) -> ServiceState | None:

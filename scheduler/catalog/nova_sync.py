@@ -308,6 +308,15 @@ class NovaComputeReader:
         """The states of another worker's read (its keys)."""
         return self._services.parse_keys(keys)
 
+    def read_service_hosts(self) -> set[str]:
+        """The hosts of every nova-compute service, a down cell's too (one ``GET
+        /os-services``, of which nothing else is kept: :func:`nova_api.service_hosts`)."""
+        raw = self._get_raw('/os-services', {'binary': nova_api.COMPUTE_BINARY})
+        try:
+            return nova_api.service_hosts(raw)
+        except NovaApiError as e:
+            raise NovaApiError(f'GET /os-services: {e}') from None
+
     def read_hypervisor(self, provider_uuid: str) -> HypervisorInfo | None:
         """``GET /os-hypervisors/{uuid}``: one compute node (its id is the root
         provider's uuid from 2.53), or None when the compute API has no such node."""
@@ -682,13 +691,14 @@ class NovaSync(PeriodicSync):
         cell_hosts = None if self._list_next else self._cell_service_hosts()
         self._list_next = False
         if cell_hosts is not None:
-            snapshot = self._reader.read(hypervisors=False)
-            held = cell_hosts.issuperset(snapshot.services) and cell_hosts.issuperset(
-                snapshot.unknown_services)
+            # Only the hosts, and when the cells hold them, their states from the cells
+            # as between two checks; else the services and hypervisors, read again.
+            held = cell_hosts.issuperset(self._reader.read_service_hosts())
             listed = not held
-            if listed:
-                snapshot = dataclasses.replace(
-                    snapshot, hypervisors=tuple(self._reader.read_hypervisors()))
+            if held:
+                snapshot = self._between_checks()
+            else:
+                snapshot = self._reader.read()
         else:
             snapshot, listed = self._reader.read(), True
             held = self._cell_databases_have(h.provider_uuid for h in snapshot.hypervisors)

@@ -94,6 +94,10 @@ class ListingApi:
         self.lists += 1
         return tuple(self.hypervisors)
 
+    def read_service_hosts(self):
+        self.services_reads += 1
+        return {h.service_host for h in self.hypervisors}
+
 
 def hypervisor(uuid, name, service_host='svc-a'):
     return HypervisorInfo(provider_uuid=uuid, nodename=name, service_host=service_host,
@@ -161,10 +165,12 @@ def test_a_node_the_cell_databases_lack_brings_the_list_back_at_every_sync(caplo
 def test_between_two_checks_the_services_come_from_the_cell_databases_when_requests_read_there():
     cells = Source({'svc-a': ServiceState(host='svc-a', up=True, disabled=True)})
     clock, catalog, api, sync = held_by_the_cells(services=cells, service_state_max_age=0.0)
-    # The check reads the API's services once (and the cells', for their hosts).
-    assert sync.sync_once() and (api.services_reads, cells.reads) == (1, 1)
-    clock.now += 60
+    # The check reads the API's service hosts once, and the cells' services for their
+    # hosts, then for the states the snapshot takes, as between two checks.
     assert sync.sync_once() and (api.services_reads, cells.reads) == (1, 2)
+    assert catalog.record_for_provider(RP1, None).disabled
+    clock.now += 60
+    assert sync.sync_once() and (api.services_reads, cells.reads) == (1, 3)
     assert catalog.record_for_provider(RP1, None).disabled
 
 
@@ -364,17 +370,18 @@ def test_a_check_that_found_a_node_missing_is_not_taken_every_worker_lists_for_i
 
     assert all(sync.sync_once() for sync in syncs)
     assert not any(sync.cells_hold_every_node for sync in syncs)
-    assert (api.services_reads, api.lists) == (3, 3)
+    # Each read the service hosts, then the services and hypervisors for itself.
+    assert (api.services_reads, api.lists) == (6, 3)
     assert all(sync._catalog.record_for_provider(RP2, None).service_host == 'svc-b'
                for sync in syncs)
 
 
 def test_a_worker_whose_check_failed_leaves_the_check_to_the_next(tmp_path):
     clock, api, syncs = workers_held_by_the_cells(tmp_path, count=2)
-    read = api.read
-    api.read = lambda **kw: (_ for _ in ()).throw(NovaApiError('ReadTimeout'))
+    read = api.read_service_hosts
+    api.read_service_hosts = lambda: (_ for _ in ()).throw(NovaApiError('ReadTimeout'))
     assert not syncs[0].sync_once()
-    api.read = read
+    api.read_service_hosts = read
 
     assert syncs[1].sync_once() and syncs[1].cells_hold_every_node
     assert api.services_reads == 1

@@ -5,6 +5,7 @@ import copy
 import datetime
 import json
 import random
+import sys
 
 import pytest
 
@@ -200,6 +201,27 @@ def test_a_read_of_the_answer_s_bytes_answers_as_decoding_it_whole():
 def test_an_answer_that_is_not_a_services_list_is_an_error(raw):
     with pytest.raises(NovaApiError):
         nova_api.ServicesParser().parse_raw_with_keys(raw)
+
+
+def test_the_service_hosts_of_an_answer_are_those_of_every_compute_record_it_decodes_to():
+    rng = random.Random(9)
+    hosts = [sys.intern(f'compute{i}') for i in range(10)] + ['compute0']
+    held = {host: host for host in hosts}   # as the catalog's other sources hold them
+    for _ in range(300):
+        body = _tricky_read(rng, hosts)
+        expected = {s['host'] for s in body['services'] if s['binary'] == 'nova-compute'}
+        found = nova_api.service_hosts(_written(rng, body))
+        assert found == expected
+        assert all(host is held[host] for host in found)
+
+
+@pytest.mark.parametrize('raw', [b'', b'[]', b'{"services": {}}', b'{"services": [1, 2]}',
+                                 b'{"services": [{"binary": "nova-compute"}]}',
+                                 b'{"services": [{"binary": "nova-compute", "host": 7}]}',
+                                 b'not json at all'])
+def test_an_answer_without_a_host_for_every_compute_record_is_an_error(raw):
+    with pytest.raises(NovaApiError):
+        nova_api.service_hosts(raw)
 
 
 def test_only_the_records_that_changed_since_the_last_read_are_decoded(monkeypatch):
