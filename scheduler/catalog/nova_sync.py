@@ -544,7 +544,7 @@ class NovaSync(PeriodicSync):
                 self._services_read_at = published.read_at
                 return
             try:
-                keys = self._shared.keys()
+                keys = nova_api.taken_keys(self._shared.keys())
                 services, unknown = self._services.states_of_keys(keys)
             except (OSError, ValueError, NovaApiError) as e:
                 # Reading the services itself keeps the request's guarantee, and its
@@ -553,7 +553,7 @@ class NovaSync(PeriodicSync):
                             'taken (%s); reading the services itself instead', e)
             else:
                 self._catalog.apply_service_states(services, unknown)
-                self._held_change, self._held_keys = published.change, [tuple(k) for k in keys]
+                self._held_change, self._held_keys = published.change, keys
                 self._services_read_at = published.read_at
                 return
         started = self._clock()

@@ -203,6 +203,24 @@ def test_an_answer_that_is_not_a_services_list_is_an_error(raw):
         nova_api.ServicesParser().parse_raw_with_keys(raw)
 
 
+def test_keys_taken_from_another_process_are_one_tuple_each_and_the_catalog_s_hosts():
+    reader, follower = nova_api.ServicesParser(), nova_api.ServicesParser()
+    services, unknown, keys = reader.parse_with_keys(samples.SERVICES)
+    shipped = json.loads(json.dumps(keys))
+    host = sys.intern(''.join(['compute', '1']))
+
+    taken = nova_api.taken_keys(shipped)
+
+    assert taken == keys
+    assert follower.parse_keys(taken) == (services, unknown)
+    assert all(key is held for key, held in zip(taken, follower._last, strict=True))
+    assert [key for key in taken if key[0] == host][0][0] is host
+    # What is not a list of keys is left for the parser to refuse.
+    assert nova_api.taken_keys({'a': 1}) == {'a': 1}
+    with pytest.raises(NovaApiError):
+        follower.parse_keys(nova_api.taken_keys([[1, 2], 'x']))
+
+
 def test_the_service_hosts_of_an_answer_are_those_of_every_compute_record_it_decodes_to():
     rng = random.Random(9)
     hosts = [sys.intern(f'compute{i}') for i in range(10)] + ['compute0']
