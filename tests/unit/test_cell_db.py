@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import sys
+from decimal import Decimal
 
 import pytest
 
@@ -427,6 +428,7 @@ def test_a_row_s_digest_tells_it_from_a_row_with_any_value_moved_changed_or_rety
 def test_a_row_with_a_value_a_digest_cannot_take_has_none_and_is_parsed_at_every_read():
     assert row_digest(('a', {'cells': []})) is None
     assert row_digest(('a', ['x86_64'])) is None
+    assert row_digest(('a', Decimal('sNaN'))) is None   # no hash at all
 
 
 def test_equal_texts_give_one_shared_object_each_and_other_ratios_another_topology():
