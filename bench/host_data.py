@@ -9,7 +9,8 @@ Placement's tables (``deploy.seeded_deployment(n, direct=True)``), and beside it
   that cloud's compute services, hypervisors and aggregates in Nova's API shapes
   (microversion 2.87, tests.fixtures.nova_api_samples). It times each answer
   itself (from the request read to the last byte written) and serves those
-  totals on ``GET /_stats``;
+  totals on ``GET /_stats``, and the requests it has not answered yet on ``GET
+  /_in_flight``;
 * a cell database on the machine's PostgreSQL: Nova's ``compute_nodes`` table
   (tests.fixtures.cell_databases' schema) with one row per compute, a NUMA
   topology on a fifth of them and PCI pools on a tenth, ``deleted = 0``; and its
@@ -43,6 +44,14 @@ h. ``nova+cell, scan per request``: c with ``[cell_database] service_scan_interv
    0``, every row of the ``services`` table read before each request (the default
    until 2026-11-30, later): c reads every row every 10 s and, in between, a few
    rows by host before a request and before its answer.
+
+A service that reads the services' state from the cells (c and h) reads ``GET
+/os-services`` once at start-up and then once an hour, in one of its workers, to check
+that the cells hold every compute node the compute API knows; at 50,000 computes nova-api
+takes minutes for that answer on a loaded machine. Such a phase's clients go on past the
+warm-up until its service has had that answer and has no other on the way (at most
+``CHECK_WAIT`` seconds), so that the window measures the steady state; the check's GETs
+and the compute API's own time for them are a row of their own.
 
 The phases take turns in slices of about ``slice`` seconds (a, b, c, d, then d, c,
 b, a, ...) until each had ``seconds``, so that the load of a shared machine, which
@@ -121,6 +130,17 @@ PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
           'nova+cell, api services', 'nova+cell, scan per request')
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
+#: The phases whose service reads the compute services' state from the cells'
+#: services tables ([nova] and [cell_database], ``service_states`` at its default):
+#: no GET /os-services before a request, but one by one of its workers at start-up
+#: and every hour, checking that the cells hold every compute node the compute API
+#: knows (scheduler.catalog.nova_sync, HYPERVISOR_CHECK_EVERY).
+CHECKING_PHASES = frozenset({'nova+cell', 'nova+cell, scan per request'})
+#: The longest such a phase's clients run on past the warm-up for that check's
+#: answer (nova-api took about 105 s for it at 50,000 computes on a loaded 2 cores),
+#: deleting their claims every ``CHECK_CHUNK`` seconds, as the slices do after each.
+CHECK_WAIT = 900.0
+CHECK_CHUNK = 60.0
 
 
 # ---------------------------------------------------------------- the stand-in compute API
@@ -130,13 +150,16 @@ class PreSerialisedNova(FakeNova):
     """FakeNova whose answers are serialised once per path and query (the documents
     do not change during a benchmark), over HTTP/1.1 keep-alive as nova-api behind a
     web server is reached, timing each answer on the server side: ``stats`` is path ->
-    [answers, seconds from the request line read to the last byte written]."""
+    [answers, seconds from the request line read to the last byte written], ``started``
+    path -> requests begun (:meth:`in_flight`: those not answered yet), as
+    bench.nova_api counts nova-api's."""
 
     def __init__(self, *, token: str):
         super().__init__(token=token)
         self._cache: dict[str, tuple[int, bytes]] = {}
         self._lock = threading.Lock()
         self.stats: dict[str, list[float]] = {}
+        self.started: dict[str, int] = {}
         # GET /os-services as the heartbeats leave it (see report), once they run.
         self._services_answer: bytes | None = None
         self._reporting = threading.Event()
@@ -193,14 +216,21 @@ class PreSerialisedNova(FakeNova):
                 if path.startswith('/p-'):
                     label, _, rest = path[1:].partition('/')
                     path = '/' + rest
-                status, data = nova.answer_bytes(path, self.headers)
-                self.send_response(status)
-                self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                self.wfile.flush()
-                nova.count(urlsplit(path).path, label, time.perf_counter() - started)
+                keys = _keys(urlsplit(path).path, label)
+                nova.begin(keys)
+                try:
+                    status, data = nova.answer_bytes(path, self.headers)
+                    self.send_response(status)
+                    self.send_header('Content-Type', 'application/json')
+                    self.send_header('Content-Length', str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except BaseException:
+                    # No answer, and no longer in flight (the client went away).
+                    nova.begin(keys, -1)
+                    raise
+                nova.count(keys, time.perf_counter() - started)
 
         self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self._server.daemon_threads = True
@@ -212,6 +242,8 @@ class PreSerialisedNova(FakeNova):
         if urlsplit(raw_path).path == '/_stats':
             with self._lock:
                 return 200, json.dumps(self.stats).encode()
+        if urlsplit(raw_path).path == '/_in_flight':
+            return 200, json.dumps(self.in_flight()).encode()
         good = (headers.get('X-Auth-Token') == self.token
                 and bool(headers.get('OpenStack-API-Version')) and self.fail_with is None)
         if good and self._services_answer is not None and (
@@ -225,12 +257,31 @@ class PreSerialisedNova(FakeNova):
                 self._cache[raw_path] = cached
         return cached
 
-    def count(self, path: str, label: str, seconds: float) -> None:
+    def begin(self, keys: tuple[str, ...], step: int = 1) -> None:
+        """A request begun under ``keys`` (:func:`_keys`); -1: one ended unanswered."""
         with self._lock:
-            for key in (path, f'/{label}{path}') if label else (path,):
+            for key in keys:
+                self.started[key] = self.started.get(key, 0) + step
+
+    def count(self, keys: tuple[str, ...], seconds: float) -> None:
+        """A request begun under ``keys`` answered, ``seconds`` after it was read."""
+        with self._lock:
+            for key in keys:
                 entry = self.stats.setdefault(key, [0, 0.0])
                 entry[0] += 1
                 entry[1] += seconds
+
+    def in_flight(self) -> dict[str, int]:
+        """Path -> requests begun and not answered yet."""
+        with self._lock:
+            return {key: count - int(self.stats.get(key, [0, 0.0])[0])
+                    for key, count in self.started.items()}
+
+
+def _keys(path: str, label: str) -> tuple[str, ...]:
+    """What a request for ``path`` is counted under: the path, and the path under the
+    ``/p-<label>`` prefix it came with, if any."""
+    return (path, f'/{label}{path}') if label else (path,)
 
 
 def _last_seen(host: dict[str, Any]) -> datetime.datetime:
@@ -296,6 +347,11 @@ class ComputeApi(Protocol):
 
     def stats(self) -> dict[str, list[float]]: ...
 
+    def in_flight(self) -> dict[str, int]:
+        """Path -> requests begun and not answered yet, by path and by ``/p-<label>``
+        path, as :meth:`stats` counts the answers."""
+        ...
+
     def services_read(self) -> tuple[float, int]: ...
 
     def config(self, label: str, **extra: Any) -> str: ...
@@ -335,6 +391,9 @@ class StandIn:
 
     def stats(self) -> dict[str, list[float]]:
         return self._session.get(f'{self.base}/_stats', timeout=30).json()
+
+    def in_flight(self) -> dict[str, int]:
+        return self._session.get(f'{self.base}/_in_flight', timeout=30).json()
 
     def get(self, path: str, **params: Any) -> Any:
         """GET ``path`` (below /v2.1) as the sync sends it; an HTTP error raises."""
@@ -593,15 +652,47 @@ class Measured:
     peaks: list[float]
 
 
+@dataclass
+class StartupCheck:
+    """The start-up check of a phase's service (CHECKING_PHASES) as it stood when the
+    phase's window began."""
+    #: GET /os-services answered to the phase's service by then, and the compute
+    #: API's own seconds for them
+    gets: int
+    seconds: float
+    #: seconds the clients ran on past the warm-up for them
+    waited: float
+    #: GET /os-services of the phase's service the compute API was still answering
+    in_flight: int
+
+    @property
+    def answered(self) -> bool:
+        return self.gets > 0 and self.in_flight == 0
+
+
+@dataclass
+class PhaseService:
+    """A phase's service, warmed up: its RPC client, the service, and its start-up
+    check when it makes one."""
+    client: Any
+    svc: Any
+    check: StartupCheck | None
+
+
 def _label(name: str) -> str:
     return 'p-' + ''.join(c if c.isalnum() else '-' for c in name)
+
+
+def _services_key(name: str | None) -> str:
+    """Where the compute API counts the GETs of /os-services of phase ``name``'s
+    service, or everyone's."""
+    return SERVICES_PATH if name is None else f'/{_label(name)}{SERVICES_PATH}'
 
 
 def _services(stats: dict[str, list[float]], name: str | None = None) -> tuple[int, float]:
     """GET /os-services answered so far (and the stand-in's seconds for them), by the
     service of phase ``name``, or by anyone."""
-    key = SERVICES_PATH if name is None else f'/{_label(name)}{SERVICES_PATH}'
-    count, seconds = stats.get(key, [0, 0.0])
+    count, seconds = stats.get(_services_key(name), [0, 0.0])
     return int(count), float(seconds)
 
 
@@ -625,21 +716,20 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
     return config + nova.config(_label(name), service_state_max_age=max_age)
 
 
-def _slice(name: str, service: Any, dep: deploy.Deployment, nova: ComputeApi, clients: int,
-           seconds: float, seed: int) -> Measured:
-    """One slice of phase ``name``: ``clients`` back to back on ``client`` for
+def _slice(name: str, service: PhaseService, dep: deploy.Deployment, nova: ComputeApi,
+           clients: int, seconds: float, seed: int) -> Measured:
+    """One slice of phase ``name``: ``clients`` back to back on its service for
     ``seconds``; the GETs are that phase's service's only (not the idle ones' syncs)."""
     gets_before, seconds_before = _services(nova.stats(), name)
     before, started = cpu.sample(), time.monotonic()
-    client, svc = service
-    phase = _closed_loop(clients, seconds, 0.0, _service_decide(client, _Rngs(seed)))
+    phase = _closed_loop(clients, seconds, 0.0, _service_decide(service.client, _Rngs(seed)))
     elapsed = time.monotonic() - started
     cores = cpu.used_between(before, cpu.sample(), elapsed)
     gets_after, seconds_after = _services(nova.stats(), name)
     deploy.delete_consumers(dep.url, phase.consumers)
     return Measured(phase, len(phase.consumers) + sum(phase.errors.values()),
                     gets_after - gets_before, seconds_after - seconds_before, cores, elapsed,
-                    peak_rss_mb(svc.worker_pids()))
+                    peak_rss_mb(service.svc.worker_pids()))
 
 
 #: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
@@ -668,8 +758,9 @@ def _rate(measured: list[Measured]) -> float:
     return sum(m.phase.work for m in measured) / sum(m.phase.seconds for m in measured)
 
 
-def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -> list[Row]:
-    """One phase's rows, its slices pooled."""
+def _rows(n: int, name: str, measured: list[Measured], baseline: float | None,
+          check: StartupCheck | None = None) -> list[Row]:
+    """One phase's rows, its slices pooled, and its start-up check's."""
     rate = _rate(measured)
     latencies = [x for m in measured for x in m.phase.latencies]
     errors: Counter = Counter()
@@ -703,20 +794,74 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None) -
     if name != 'baseline':
         rows.append(Row(f'{label}, GET /os-services per request', n,
                         gets / calls if calls else float('nan'), unit='n',
-                        note=f'{gets} GETs for {calls} requests'))
+                        note=f'{gets} GETs for {calls} requests'
+                             + (f'; {_check_note(check)}' if check else '')))
         if gets:
             rows.append(Row(f'{label}, compute API time per GET /os-services', n,
                             served / gets * 1000,
                             note=f'{served * 1000:.0f} ms of the compute API\'s own in the '
                                  f'{elapsed:.0f} s the clients ran'))
+    if check:
+        rows.append(Row(f'{label}, start-up check GET /os-services (before the window)', n,
+                        check.seconds if check.gets else float('nan'), unit='s',
+                        note=f'{_check_note(check)}; made at start-up and once an hour, '
+                             f'not per request'))
     return rows
+
+
+def _check_note(check: StartupCheck) -> str:
+    """A start-up check in words: its GETs, their cost, and where they fell."""
+    each = f' ({_secs(check.seconds / check.gets)} s each)' if check.gets > 1 else ''
+    spent = (f'{check.gets} GET{"s" if check.gets != 1 else ""}, {_secs(check.seconds)} s '
+             f'of the compute API\'s own{each}, answered')
+    if check.answered:
+        return (f'start-up check: {spent} before the window (the clients ran '
+                f'{check.waited:.1f} s past the warm-up for it)')
+    return (f'start-up check: {spent}, and {check.in_flight} still in flight when the '
+            f'window began, {check.waited:.1f} s past the warm-up (at most '
+            f'{CHECK_WAIT:.0f} s): the window has it')
+
+
+def _secs(seconds: float) -> str:
+    """Seconds to a tenth, or to two figures below one (the stand-in's answers)."""
+    return f'{seconds:.1f}' if seconds >= 1 else f'{seconds:.2g}'
+
+
+def _check_state(nova: ComputeApi, name: str) -> StartupCheck:
+    """Phase ``name``'s GETs of /os-services now (``waited`` left 0)."""
+    # The answers first: they only grow, so with none in flight read after, every
+    # GET the service began by then was answered.
+    gets, seconds = _services(nova.stats(), name)
+    in_flight = nova.in_flight().get(_services_key(name), 0)
+    return StartupCheck(gets, seconds, 0.0, in_flight)
+
+
+def _await_check(name: str, client: Any, dep: deploy.Deployment, nova: ComputeApi,
+                 settings: Settings) -> StartupCheck:
+    """Phase ``name``'s clients kept running, as in the warm-up, until its service's
+    start-up check of the compute API is answered, at most ``CHECK_WAIT`` seconds.
+    That GET /os-services comes once at start-up and once an hour: a window it fell
+    into (a slow machine's warm-up too short for it) was charged with minutes of
+    nova-api's CPU on a machine the service shares."""
+    started = time.monotonic()
+    while (time.monotonic() - started < CHECK_WAIT
+           and not _check_state(nova, name).answered):
+        more = _closed_loop(settings.clients,
+                            min(CHECK_CHUNK, CHECK_WAIT - (time.monotonic() - started)), 0.0,
+                            _service_decide(client, _Rngs(2)),
+                            until=lambda: _check_state(nova, name).answered, check_every=1.0)
+        deploy.delete_consumers(dep.url, more.consumers)
+    check = _check_state(nova, name)
+    check.waited = time.monotonic() - started
+    print(f'  {name}: {_check_note(check)}', file=sys.stderr, flush=True)
+    return check
 
 
 @contextlib.contextmanager
 def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: CellDatabase,
-                   settings: Settings) -> Iterator[Any]:
-    """Phase ``name``'s service, warmed up for ``settings.warmup``: its RPC client and
-    the service."""
+                   settings: Settings) -> Iterator[PhaseService]:
+    """Phase ``name``'s service, warmed up for ``settings.warmup`` and, in
+    CHECKING_PHASES, until its start-up check was answered (:func:`_await_check`)."""
     from scheduler.rpc.client import SchedulerClient
 
     with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=settings.workers,
@@ -727,11 +872,13 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Ce
         warm = _closed_loop(settings.clients, settings.warmup, 0.0,
                             _service_decide(client, _Rngs(1)))
         deploy.delete_consumers(dep.url, warm.consumers)
+        check = (_await_check(name, client, dep, nova, settings)
+                 if name in CHECKING_PHASES else None)
         deploy.analyze(dep.placement, vacuum=True)
-        yield client, svc
+        yield PhaseService(client, svc, check)
 
 
-def _take(measured: dict[str, list[Measured]], name: str, service: Any,
+def _take(measured: dict[str, list[Measured]], name: str, service: PhaseService,
           dep: deploy.Deployment, nova: ComputeApi, settings: Settings, seconds: float,
           k: int) -> None:
     m = _slice(name, service, dep, nova, settings.clients, seconds, 20261127 + k)
@@ -742,9 +889,9 @@ def _take(measured: dict[str, list[Measured]], name: str, service: Any,
 
 def _in_turns(measured: dict[str, list[Measured]], phases: list[str],
               stack: contextlib.ExitStack, dep: deploy.Deployment, nova: ComputeApi,
-              cell: CellDatabase, settings: Settings) -> None:
+              cell: CellDatabase, settings: Settings) -> dict[str, StartupCheck | None]:
     """Every phase's service up at once, the phases taking turns in short slices: a
-    machine whose load drifts weighs on all of them alike."""
+    machine whose load drifts weighs on all of them alike. Their start-up checks."""
     services = {name: stack.enter_context(_phase_service(name, dep, nova, cell, settings))
                 for name in phases}
     slices = max(1, math.ceil(settings.seconds / settings.slice - 1e-9))
@@ -752,6 +899,7 @@ def _in_turns(measured: dict[str, list[Measured]], phases: list[str],
         for name in phases if k % 2 == 0 else phases[::-1]:
             _take(measured, name, services[name], dep, nova, settings,
                   settings.seconds / slices, k)
+    return {name: service.check for name, service in services.items()}
 
 
 def _compute_api(kind: str, dep: deploy.Deployment, stack: contextlib.ExitStack,
@@ -817,15 +965,18 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
                      'rows only, one statement'))
         phases = _phases(settings)
         measured: dict[str, list[Measured]] = {name: [] for name in phases}
+        checks: dict[str, StartupCheck | None] = {}
         if settings.one_at_a_time:
             for name in phases:
                 with _phase_service(name, dep, nova, cell, settings) as service:
+                    checks[name] = service.check
                     _take(measured, name, service, dep, nova, settings, settings.seconds, 0)
         else:
-            _in_turns(measured, phases, stack, dep, nova, cell, settings)
+            checks = _in_turns(measured, phases, stack, dep, nova, cell, settings)
         baseline = _rate(measured['baseline'])
         for name in phases:
-            for r in _rows(n, name, measured[name], None if name == 'baseline' else baseline):
+            for r in _rows(n, name, measured[name], None if name == 'baseline' else baseline,
+                           checks.get(name)):
                 row(r)
     return rows
 

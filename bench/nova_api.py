@@ -87,13 +87,19 @@ def auth_filter_factory(global_conf: dict[str, Any], **local_conf: Any) -> Any:
 
 class _Timed:
     """Nova's application, timed: path -> [answers, seconds from the call to the whole
-    body], by path and by ``/p-<label>`` path, in a file per worker process that
-    :meth:`NovaApi.stats` adds up."""
+    body], by path and by ``/p-<label>`` path, and path -> requests started, in a file
+    per worker process that :func:`read_stats` and :func:`read_in_flight` add up.
+
+    The requests started are counted as well as the answers because one GET of
+    ``/os-services`` at 50,000 computes keeps a worker for 20 s to minutes: whether
+    one is still being answered (started, not answered) tells a bench whether the
+    compute API is still busy with it."""
 
     def __init__(self, app: Any, stats_dir: pathlib.Path):
         self._app = app
         self._file = stats_dir / f'stats-{os.getpid()}.json'
         self._stats: dict[str, list[float]] = {}
+        self._started: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -102,31 +108,68 @@ class _Timed:
         if path.startswith('/p-'):
             label, _, rest = path[1:].partition('/')
             path = environ['PATH_INFO'] = '/' + rest
-        body = b''.join(self._app(environ, start_response))
+        keys = (path, f'/{label}{path}') if label else (path,)
+        self._count_started(keys, 1)
+        try:
+            body = b''.join(self._app(environ, start_response))
+        except BaseException:
+            # No answer, and no longer in flight: in flight stays started minus answered.
+            self._count_started(keys, -1)
+            raise
         seconds = time.perf_counter() - started
         with self._lock:
-            for key in (path, f'/{label}{path}') if label else (path,):
+            for key in keys:
                 entry = self._stats.setdefault(key, [0, 0.0])
                 entry[0] += 1
                 entry[1] += seconds
-            partial = self._file.with_suffix('.part')
-            partial.write_text(json.dumps(self._stats))
-            partial.replace(self._file)
+            self._write()
         return [body]
 
+    def _count_started(self, keys: tuple[str, ...], step: int) -> None:
+        with self._lock:
+            for key in keys:
+                self._started[key] = self._started.get(key, 0) + step
+            self._write()
 
-def read_stats(directory: pathlib.Path) -> dict[str, list[float]]:
-    """Every worker's :class:`_Timed` counts in ``directory``, added up."""
-    total: dict[str, list[float]] = {}
+    def _write(self) -> None:
+        """Both counts, replaced at once: a reader sees the whole of one write, in
+        which the requests started are never fewer than the answers."""
+        partial = self._file.with_suffix('.part')
+        partial.write_text(json.dumps({'answered': self._stats, 'started': self._started}))
+        partial.replace(self._file)
+
+
+def _worker_counts(directory: pathlib.Path,
+                   ) -> Iterator[tuple[dict[str, list[float]], dict[str, int]]]:
+    """Each worker's :class:`_Timed` counts in ``directory``: its answers (path ->
+    [answers, seconds]) and its requests started (path -> count)."""
     for path in directory.glob('stats-*.json'):
         try:
             stats = json.loads(path.read_text())
         except ValueError:  # written by rename, so only a file from before that was cut short
             continue
-        for key, (count, seconds) in stats.items():
+        yield stats['answered'], stats['started']
+
+
+def read_stats(directory: pathlib.Path) -> dict[str, list[float]]:
+    """Every worker's :class:`_Timed` answers in ``directory``, added up: path ->
+    [answers, seconds]."""
+    total: dict[str, list[float]] = {}
+    for answered, _ in _worker_counts(directory):
+        for key, (count, seconds) in answered.items():
             entry = total.setdefault(key, [0, 0.0])
             entry[0] += count
             entry[1] += seconds
+    return total
+
+
+def read_in_flight(directory: pathlib.Path) -> dict[str, int]:
+    """Every worker's :class:`_Timed` requests started and not answered yet, added up:
+    path -> count (each worker's from one write of its file, so never below 0)."""
+    total: dict[str, int] = {}
+    for answered, started in _worker_counts(directory):
+        for key, count in started.items():
+            total[key] = total.get(key, 0) + count - int(answered.get(key, [0, 0.0])[0])
     return total
 
 
@@ -278,7 +321,7 @@ def _wait_listening(port: int, process: subprocess.Popen[Any], timeout: float) -
 
 class NovaApi:
     """Nova 34's compute API on a seeded database (the module's doc), with the stand-in's
-    interface (:class:`bench.host_data.StandIn`): ``url``, ``stats``,
+    interface (:class:`bench.host_data.StandIn`): ``url``, ``stats``, ``in_flight``,
     ``services_read``, ``config``, ``stop``. The cell1 database is ``cell``'s
     (:class:`bench.host_data.CellDatabase` built with ``prepare=`` :meth:`sync_cell`),
     so that ``[cell_database]`` reads the rows nova-api serves."""
@@ -366,6 +409,9 @@ class NovaApi:
 
     def stats(self) -> dict[str, list[float]]:
         return read_stats(self.workdir)
+
+    def in_flight(self) -> dict[str, int]:
+        return read_in_flight(self.workdir)
 
     def services_read(self) -> tuple[float, int]:
         """One GET /os-services?binary=nova-compute as the sync sends it: seconds, bytes."""

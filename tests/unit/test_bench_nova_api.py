@@ -1,6 +1,7 @@
 """bench.nova_api: what is not Nova's in the nova-api it runs, and the rows it seeds."""
 import configparser
 import json
+import time
 
 import pytest
 
@@ -131,3 +132,107 @@ def test_the_host_data_phases_can_be_left_out_by_letter_but_never_the_baseline()
     for bad in ('a', 'x'):
         with pytest.raises(SystemExit, match='the baseline, a, is always run'):
             _phases(Settings(skip=bad))
+
+
+def test_requests_started_and_not_answered_are_in_flight_per_path_and_label(tmp_path):
+    seen = []
+
+    def app(environ, start_response):
+        # While Nova answers, the request is in flight under both its keys.
+        seen.append(nova_api.read_in_flight(tmp_path))
+        start_response('200 OK', [])
+        return [b'{}']
+
+    timed = nova_api._Timed(app, tmp_path)
+    b''.join(timed({'PATH_INFO': '/p-nova/v2.1/os-services'}, lambda s, h: None))
+    assert seen == [{'/v2.1/os-services': 1, '/p-nova/v2.1/os-services': 1}]
+    assert nova_api.read_in_flight(tmp_path) == {
+        '/v2.1/os-services': 0, '/p-nova/v2.1/os-services': 0}
+    # The answers read as before the requests started were counted.
+    assert {k: v[0] for k, v in nova_api.read_stats(tmp_path).items()} == {
+        '/v2.1/os-services': 1, '/p-nova/v2.1/os-services': 1}
+
+
+def test_a_request_that_raises_is_neither_answered_nor_left_in_flight(tmp_path):
+    def app(environ, start_response):
+        raise RuntimeError('nova failed')
+
+    timed = nova_api._Timed(app, tmp_path)
+    with pytest.raises(RuntimeError):
+        timed({'PATH_INFO': '/v2.1/os-services'}, lambda s, h: None)
+    assert nova_api.read_in_flight(tmp_path) == {'/v2.1/os-services': 0}
+    assert nova_api.read_stats(tmp_path) == {}
+
+
+def test_the_stand_in_counts_what_it_has_not_answered_yet_as_nova_api_does():
+    import threading
+    import urllib.request
+
+    from bench.host_data import PreSerialisedNova
+
+    nova = PreSerialisedNova(token='token').start()
+    base = nova.url.rsplit('/v2.1', 1)[0]
+    release, answer_bytes = threading.Event(), nova.answer_bytes
+
+    def slow(raw_path, headers):
+        if 'os-services' in raw_path:
+            release.wait(30)
+        return answer_bytes(raw_path, headers)
+
+    nova.answer_bytes = slow
+    request = urllib.request.Request(
+        f'{base}/p-c/v2.1/os-services?binary=nova-compute',
+        headers={'X-Auth-Token': 'token', 'OpenStack-API-Version': 'compute 2.87'})
+    reader = threading.Thread(target=lambda: urllib.request.urlopen(request, timeout=30).read())
+    reader.start()
+    try:
+        deadline = time.monotonic() + 10
+        while nova.in_flight().get('/p-c/v2.1/os-services') != 1:
+            assert time.monotonic() < deadline, nova.in_flight()
+            time.sleep(0.01)
+        served = json.loads(urllib.request.urlopen(f'{base}/_in_flight', timeout=10).read())
+        assert served['/p-c/v2.1/os-services'] == 1 and served['/v2.1/os-services'] == 1
+    finally:
+        release.set()
+        reader.join(30)
+        nova.stop()
+    assert nova.in_flight()['/p-c/v2.1/os-services'] == 0
+    assert nova.stats['/p-c/v2.1/os-services'][0] == 1
+
+
+def test_a_start_up_check_is_answered_once_a_get_came_back_and_none_is_on_the_way():
+    from bench.host_data import CHECKING_PHASES, PHASES, _check_state, _label
+
+    assert CHECKING_PHASES == {'nova+cell', 'nova+cell, scan per request'} <= set(PHASES)
+    key = f'/{_label("nova+cell")}/v2.1/os-services'
+
+    class Api:
+        def __init__(self, answered, in_flight):
+            self._stats = {key: [answered, 2.5 * answered]} if answered else {}
+            self._in_flight = {key: in_flight}
+
+        def stats(self):
+            return self._stats
+
+        def in_flight(self):
+            return self._in_flight
+
+    assert not _check_state(Api(0, 0), 'nova+cell').answered   # not sent yet
+    assert not _check_state(Api(0, 1), 'nova+cell').answered
+    assert not _check_state(Api(1, 1), 'nova+cell').answered   # sent again
+    check = _check_state(Api(1, 0), 'nova+cell')
+    assert check.answered and (check.gets, check.seconds) == (1, 2.5)
+
+
+def test_a_start_up_check_in_words_says_its_cost_and_whether_the_window_has_it():
+    from bench.host_data import StartupCheck, _check_note
+
+    assert _check_note(StartupCheck(1, 19.43, 83.21, 0)) == (
+        "start-up check: 1 GET, 19.4 s of the compute API's own, answered before the "
+        'window (the clients ran 83.2 s past the warm-up for it)')
+    assert _check_note(StartupCheck(1, 0.00018, 0.0, 0)).startswith(
+        "start-up check: 1 GET, 0.00018 s of the compute API's own, answered before")
+    assert _check_note(StartupCheck(21, 1880.3, 904.6, 2)) == (
+        "start-up check: 21 GETs, 1880.3 s of the compute API's own (89.5 s each), "
+        'answered, and 2 still in flight when the window began, 904.6 s past the warm-up '
+        '(at most 900 s): the window has it')
