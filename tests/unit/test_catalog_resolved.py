@@ -187,3 +187,18 @@ def test_a_compute_api_snapshot_like_the_last_keeps_every_record_it_does_not_mov
         Aggregate(id=1, uuid=RP_UNKNOWN, name='az1', hosts=['compute-01'])]), cast_mark=0)
     assert record(catalog, RP1) is not first and record(catalog, RP1) == first
     assert record(catalog, RP2).nodename == 'compute-02b'
+
+
+def test_records_of_nodes_supporting_the_same_instances_share_one_read_only_list():
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    supported = (('x86_64', 'kvm', 'hvm'),)
+    uuids = [f'0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f{i:02d}' for i in range(3)]
+    catalog.apply_cell_db_nodes([
+        ComputeNodeData(provider_uuid=uuid, nodename=f'cn{i}', service_host=f'cn{i}',
+                        supported_instances=supported if i < 2 else (('aarch64', 'kvm', 'hvm'),))
+        for i, uuid in enumerate(uuids)])
+    first, second, other = (row[0] for row in catalog.host_rows(uuids))
+    assert first.supported_instances == [('x86_64', 'kvm', 'hvm')]
+    assert first.supported_instances is second.supported_instances
+    assert other.supported_instances == [('aarch64', 'kvm', 'hvm')]
+    assert first.supported_instances_reported and other.supported_instances_reported
