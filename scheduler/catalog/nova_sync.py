@@ -60,6 +60,13 @@ READ_AGAIN_SHARE = 0.05
 #: While the cell databases hold every compute node the compute API knows, the sync
 #: reads no hypervisor list, and checks that they still do only this often.
 HYPERVISOR_CHECK_EVERY = 3600.0
+#: How long the check's ``GET /os-services`` may take, at least: the compute API
+#: serialises every compute service for it (19 s of Nova 34's nova-api at 50,000 on
+#: the benchmark's machine, 90 s and more while that machine served requests), and
+#: the sync's thread, not a request, waits for it. Given up after ``read_timeout``,
+#: the read was sent again at the next sync while nova-api went on serialising the
+#: last: 21 reads in 15 minutes, none answered in time (doc/performance.md).
+CHECK_READ_TIMEOUT = 600.0
 
 
 class Throttle:
@@ -311,7 +318,8 @@ class NovaComputeReader:
     def read_service_hosts(self) -> set[str]:
         """The hosts of every nova-compute service, a down cell's too (one ``GET
         /os-services``, of which nothing else is kept: :func:`nova_api.service_hosts`)."""
-        raw = self._get_raw('/os-services', {'binary': nova_api.COMPUTE_BINARY})
+        raw = self._get_raw('/os-services', {'binary': nova_api.COMPUTE_BINARY},
+                            read_timeout=max(self._timeout[1], CHECK_READ_TIMEOUT))
         try:
             return nova_api.service_hosts(raw)
         except NovaApiError as e:
@@ -349,11 +357,13 @@ class NovaComputeReader:
         except ValueError:
             raise NovaApiError(f'GET {url}: the answer is not JSON') from None
 
-    def _get_raw(self, url: str, params: dict[str, Any] | None = None) -> bytes:
+    def _get_raw(self, url: str, params: dict[str, Any] | None = None, *,
+                 read_timeout: float | None = None) -> bytes:
         """The answer's body as it came (requests undoes any content encoding)."""
+        timeout = self._timeout if read_timeout is None else (self._timeout[0], read_timeout)
         try:
             response = self._adapter.get(
-                url, params=params, microversion=self._microversion, timeout=self._timeout,
+                url, params=params, microversion=self._microversion, timeout=timeout,
                 headers={'Accept': 'application/json'}, raise_exc=False,
                 connect_retries=0, status_code_retries=0)
         except (ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure) as e:
@@ -415,6 +425,10 @@ class NovaSync(PeriodicSync):
         self.cells_hold_every_node = False
         self._checked_at: float | None = None
         self._list_next = False
+        # This worker's checks that could not be made, in a row, and when the last began
+        # (with the other workers of a service, theirs are shared instead: Checked).
+        self._check_failures = 0
+        self._check_failed_at = 0.0
         # How often, at most, the read before a request reads every row, where the
         # services' rows can be read by host (:meth:`_by_host`); the hosts held
         # as unusual in the catalog's mapping of that identity.
@@ -595,7 +609,7 @@ class NovaSync(PeriodicSync):
             not self.cells_hold_every_node or self._checked_at is None or self._list_next
             or started - self._checked_at >= HYPERVISOR_CHECK_EVERY)
         listed = self._cell_databases_have is None
-        checked_at = started
+        checked_at: float | None = started
         try:
             if self._cell_databases_have is None:
                 snapshot = self._reader.read()
@@ -611,7 +625,7 @@ class NovaSync(PeriodicSync):
                         'data, next try in %ss): %s', self.failures_in_a_row, since,
                         self._interval, e)
             return False
-        if checking:
+        if checking and checked_at is not None:
             self._checked_at = checked_at
         self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
         with self._services_lock:
@@ -647,10 +661,10 @@ class NovaSync(PeriodicSync):
             return self._reader.read(hypervisors=False)
         return self._with_cell_services(self._reader.read(hypervisors=False, services=False))
 
-    def _check_in_turn(self, started: float) -> tuple[NovaSnapshot, bool, float]:
+    def _check_in_turn(self, started: float) -> tuple[NovaSnapshot, bool, float | None]:
         """:meth:`_checked_against_cells`, made by one worker of the service for all of
         them: a snapshot, whether the hypervisor list was read, and when the check it
-        rests on began.
+        rests on began (None: no check was made, see :meth:`_attempt_check`).
 
         Each check reads every compute service through the compute API (8 s of Nova
         34's nova-api at 50,000), and every worker of a service checked on its own, at
@@ -660,19 +674,57 @@ class NovaSync(PeriodicSync):
         turn comes after another found, less than :data:`HYPERVISOR_CHECK_EVERY` ago,
         that the cell databases held every node takes that word for it. A check that
         found them wanting is not taken: each worker then lists the hypervisors itself,
-        as it reads them at every sync until they do."""
+        as it reads them at every sync until they do. A check the compute API could not
+        answer is not tried again at the next sync by any worker, but after twice the
+        wait of the last (:meth:`_check_delay`); meanwhile the syncs go on with what the
+        cell databases hold."""
         if self._shared is None or self._list_next:
-            snapshot, listed = self._checked_against_cells()
-            return snapshot, listed, started
+            if self._check_failures and (started - self._check_failed_at
+                                         < self._check_delay(self._check_failures)):
+                return self._between_checks(), False, None
+            checked = self._attempt_check(self._check_failures)
+            if checked is None:
+                self._check_failures += 1
+                self._check_failed_at = started
+                return self._between_checks(), False, None
+            self._check_failures = 0
+            return *checked, started
         with self._shared.check_turn():
             last = self._shared.checked()
-            if last is None or not last.held or started - last.at >= HYPERVISOR_CHECK_EVERY:
-                snapshot, listed = self._checked_against_cells()
-                self._shared.publish_check(Checked(self.cells_hold_every_node, started))
-                return snapshot, listed, started
-        snapshot = self._between_checks()
-        self._note_held(True)
-        return snapshot, False, last.at
+            if last is not None and last.failures:
+                if started - last.at < self._check_delay(last.failures):
+                    self._note_held(last.held)
+                    return self._between_checks(), False, None
+            elif last is not None and last.held and started - last.at < HYPERVISOR_CHECK_EVERY:
+                self._note_held(True)
+                return self._between_checks(), False, last.at
+            checked = self._attempt_check(last.failures if last is not None else 0)
+            if checked is None:
+                self._shared.publish_check(Checked(
+                    last.held if last is not None else False, started,
+                    (last.failures if last is not None else 0) + 1))
+                return self._between_checks(), False, None
+            self._shared.publish_check(Checked(self.cells_hold_every_node, started))
+            return *checked, started
+
+    def _check_delay(self, failures: int) -> float:
+        """How long after ``failures`` checks in a row could not be made the next is
+        tried: twice as long after each, from two sync intervals up to the hour."""
+        return min(HYPERVISOR_CHECK_EVERY, max(self._interval, 1.0) * 2.0 ** failures)
+
+    def _attempt_check(self, failures: int) -> tuple[NovaSnapshot, bool] | None:
+        """:meth:`_checked_against_cells`, or None (logged) when the compute API could not
+        answer it: then the sync goes on with what the cell databases hold, as between
+        two checks, and the check is tried again later (:meth:`_check_delay`), not at
+        the next sync."""
+        try:
+            return self._checked_against_cells()
+        except NovaApiError as e:
+            LOG.warning('compute API sync: the check that the cell databases hold every '
+                        'compute node could not be made (%s; %d in a row); the sync goes on '
+                        'with what they hold, and the check is tried again in %ds', e,
+                        failures + 1, self._check_delay(failures + 1))
+            return None
 
     def _with_cell_services(self, snapshot: NovaSnapshot) -> NovaSnapshot:
         """``snapshot`` with the services' state of the cell databases, which hold every

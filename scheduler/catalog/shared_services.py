@@ -55,7 +55,7 @@ LOG = logging.getLogger(__name__)
 _HEADER = struct.Struct('<qd')
 #: The last check of whether the cell databases hold every compute node: whether they
 #: did, and when that check began (``time.monotonic()``); the file is empty until one.
-_CHECK = struct.Struct('<?d')
+_CHECK = struct.Struct('<?dI')
 #: A worker's question to the reader: a read begun at or after this time.
 _ASK = struct.Struct('<d')
 #: The reader's answer: when the read it made for the question began (NaN: it failed).
@@ -67,10 +67,13 @@ _ALIVE_CHECK = 0.5
 @dataclass(frozen=True)
 class Checked:
     """What the last worker to check found: whether the cell databases held every compute
-    node the compute API knows, and when that check began."""
+    node the compute API knows, and when that check began; ``failures``: how many checks
+    in a row could not be made (then ``held`` is what the last check that was made found,
+    and ``at`` when the last one that failed began)."""
 
     held: bool
     at: float
+    failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,13 +147,13 @@ class SharedReads:
         data = os.pread(self._check_fd, _CHECK.size, 0)
         if len(data) != _CHECK.size:
             return None
-        held, at = _CHECK.unpack(data)
-        return None if at != at else Checked(held, at)
+        held, at, failures = _CHECK.unpack(data)
+        return None if at != at else Checked(held, at, failures)
 
     def publish_check(self, checked: Checked) -> None:
         """A check this worker made (in :meth:`check_turn` only)."""
         assert self._check_fd is not None
-        os.pwrite(self._check_fd, _CHECK.pack(checked.held, checked.at), 0)
+        os.pwrite(self._check_fd, _CHECK.pack(checked.held, checked.at, checked.failures), 0)
 
     def published(self) -> Published:
         """The header (in :meth:`turn` only)."""

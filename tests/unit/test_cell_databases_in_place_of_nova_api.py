@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+from keystoneauth1 import exceptions as ks_exc
+
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import ComputeNodeData, parse_rows
 from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot, ServiceState
@@ -376,13 +379,81 @@ def test_a_check_that_found_a_node_missing_is_not_taken_every_worker_lists_for_i
                for sync in syncs)
 
 
-def test_a_worker_whose_check_failed_leaves_the_check_to_the_next(tmp_path):
-    clock, api, syncs = workers_held_by_the_cells(tmp_path, count=2)
-    read = api.read_service_hosts
-    api.read_service_hosts = lambda: (_ for _ in ()).throw(NovaApiError('ReadTimeout'))
-    assert not syncs[0].sync_once()
-    api.read_service_hosts = read
+class TimingOut:
+    """The compute API's check read giving up (a ReadTimeout) while ``failing``."""
 
-    assert syncs[1].sync_once() and syncs[1].cells_hold_every_node
-    assert api.services_reads == 1
-    assert syncs[0].sync_once() and api.services_reads == 1   # the second's word
+    def __init__(self, api: ListingApi):
+        self.api, self.failing, self.attempts = api, True, 0
+        self._read = api.read_service_hosts
+        api.read_service_hosts = self      # type: ignore[method-assign]
+
+    def __call__(self):
+        self.attempts += 1
+        if self.failing:
+            raise NovaApiError('GET /os-services: ReadTimeout')
+        return self._read()
+
+
+def test_a_check_the_compute_api_cannot_answer_is_not_sent_again_at_every_sync(tmp_path):
+    clock, api, syncs = workers_held_by_the_cells(tmp_path, count=2)
+    check = TimingOut(api)
+    # The sync goes on with what the cell databases hold (its aggregates applied).
+    assert syncs[0].sync_once() and not syncs[0].cells_hold_every_node
+    assert check.attempts == 1
+
+    # Neither worker sends it again at its next syncs: nova-api would still be
+    # serialising the read given up, and each new one would outlast the timeout too.
+    clock.now += 60
+    assert all(sync.sync_once() for sync in syncs)
+    assert check.attempts == 1
+
+    clock.now += 60     # two intervals after the failure: one worker tries, for both
+    assert all(sync.sync_once() for sync in syncs)
+    assert check.attempts == 2
+
+    # Failing again, it waits twice as long, up to the hour.
+    clock.now += 3 * 60
+    assert all(sync.sync_once() for sync in syncs)
+    assert check.attempts == 2
+    clock.now += 60
+    check.failing = False
+    assert all(sync.sync_once() for sync in syncs)
+    assert check.attempts == 3
+    assert all(sync.cells_hold_every_node for sync in syncs)
+
+
+def test_a_lone_worker_backs_off_from_a_check_that_cannot_be_answered_too():
+    clock = Clock()
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    catalog.apply_cell_db_nodes(cell_nodes(RP1))
+    api = ListingApi([hypervisor(RP1, 'n-0d5e')])
+    sync = NovaSync(catalog, api, interval=60,  # type: ignore[arg-type]
+                    services=Source({'svc-a': ServiceState(host='svc-a', up=True)}),
+                    service_state_max_age=0.0,
+                    cell_databases_have=catalog.cell_databases_have, clock=clock)
+    check = TimingOut(api)
+    assert sync.sync_once() and check.attempts == 1
+    clock.now += 60
+    assert sync.sync_once() and check.attempts == 1
+    check.failing = False
+    clock.now += 60
+    assert sync.sync_once() and check.attempts == 2 and sync.cells_hold_every_node
+
+
+def test_the_check_s_read_may_take_longer_than_read_timeout():
+    from scheduler.catalog.nova_sync import CHECK_READ_TIMEOUT, NovaComputeReader
+
+    class Adapter:
+        def get(self, url, **kw):
+            self.timeout = kw['timeout']
+            raise ks_exc.ConnectFailure('down')
+
+    adapter = Adapter()
+    reader = NovaComputeReader(adapter, microversion='2.87', connect_timeout=5.0,
+                               read_timeout=30.0, page_size=1000)
+    with pytest.raises(NovaApiError):
+        reader.read_service_hosts()
+    assert adapter.timeout == (5.0, CHECK_READ_TIMEOUT)
+    with pytest.raises(NovaApiError):
+        reader.read_service_keys()      # a read before requests keeps read_timeout
+    assert adapter.timeout == (5.0, 30.0)
