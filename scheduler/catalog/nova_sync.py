@@ -65,7 +65,7 @@ HYPERVISOR_CHECK_EVERY = 3600.0
 #: the benchmark's machine, 90 s and more while that machine served requests), and
 #: the sync's thread, not a request, waits for it. Given up after ``read_timeout``,
 #: the read was sent again at the next sync while nova-api went on serialising the
-#: last: 21 reads in 15 minutes, none answered in time (doc/performance.md).
+#: last: 21 reads in about 16 minutes, none answered in time (doc/performance.md).
 CHECK_READ_TIMEOUT = 600.0
 
 
