@@ -425,10 +425,9 @@ class NovaSync(PeriodicSync):
         self.cells_hold_every_node = False
         self._checked_at: float | None = None
         self._list_next = False
-        # This worker's checks that could not be made, in a row, and when the last began
-        # (with the other workers of a service, theirs are shared instead: Checked).
-        self._check_failures = 0
-        self._check_failed_at = 0.0
+        # This worker's own last check, as the workers of a service share theirs
+        # (Checked: its failures in a row, and when the last began); None: none yet.
+        self._own_check: Checked | None = None
         # How often, at most, the read before a request reads every row, where the
         # services' rows can be read by host (:meth:`_by_host`); the hosts held
         # as unusual in the catalog's mapping of that identity.
@@ -679,33 +678,35 @@ class NovaSync(PeriodicSync):
         wait of the last (:meth:`_check_delay`); meanwhile the syncs go on with what the
         cell databases hold."""
         if self._shared is None or self._list_next:
-            if self._check_failures and (started - self._check_failed_at
-                                         < self._check_delay(self._check_failures)):
-                return self._between_checks(), False, None
-            checked = self._attempt_check(self._check_failures)
-            if checked is None:
-                self._check_failures += 1
-                self._check_failed_at = started
-                return self._between_checks(), False, None
-            self._check_failures = 0
-            return *checked, started
+            snapshot, listed, checked_at, self._own_check = self._check_unless_backing_off(
+                self._own_check, started)
+            return snapshot, listed, checked_at
         with self._shared.check_turn():
             last = self._shared.checked()
-            if last is not None and last.failures:
-                if started - last.at < self._check_delay(last.failures):
-                    self._note_held(last.held)
-                    return self._between_checks(), False, None
-            elif last is not None and last.held and started - last.at < HYPERVISOR_CHECK_EVERY:
+            if (last is not None and not last.failures and last.held
+                    and started - last.at < HYPERVISOR_CHECK_EVERY):
                 self._note_held(True)
                 return self._between_checks(), False, last.at
-            checked = self._attempt_check(last.failures if last is not None else 0)
-            if checked is None:
-                self._shared.publish_check(Checked(
-                    last.held if last is not None else False, started,
-                    (last.failures if last is not None else 0) + 1))
-                return self._between_checks(), False, None
-            self._shared.publish_check(Checked(self.cells_hold_every_node, started))
-            return *checked, started
+            snapshot, listed, checked_at, made = self._check_unless_backing_off(last, started)
+            if made is not last:
+                self._shared.publish_check(made)
+            return snapshot, listed, checked_at
+
+    def _check_unless_backing_off(self, last: Checked | None, started: float
+                                  ) -> tuple[NovaSnapshot, bool, float | None, Checked]:
+        """:meth:`_attempt_check`, unless the checks up to ``last`` failed less than
+        :meth:`_check_delay` ago: a snapshot, whether the hypervisor list was read, when
+        the check began (None: none was made), and the last check now (``last`` itself
+        when none was made)."""
+        failures = last.failures if last is not None else 0
+        if last is not None and failures and started - last.at < self._check_delay(failures):
+            self._note_held(last.held)
+            return self._between_checks(), False, None, last
+        checked = self._attempt_check(failures)
+        if checked is None:
+            held = last.held if last is not None else self.cells_hold_every_node
+            return self._between_checks(), False, None, Checked(held, started, failures + 1)
+        return *checked, started, Checked(self.cells_hold_every_node, started)
 
     def _check_delay(self, failures: int) -> float:
         """How long after ``failures`` checks in a row could not be made the next is
