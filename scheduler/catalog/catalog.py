@@ -108,6 +108,19 @@ class _CellDbLayer:
             return self.by_provider.get(provider_uuid)
         return self.by_nodename.get(nodename)
 
+    def replacing(self, nodes: Mapping[str, ComputeNodeData]) -> _CellDbLayer:
+        """This layer with ``nodes`` in place of the nodes of the same providers, whose
+        names they keep (:func:`_node_names`): the indexes as a whole build would make
+        them, without one (two dicts copied, not 50,000 nodes indexed again)."""
+        layer = _CellDbLayer(())
+        layer.by_provider = {**self.by_provider, **nodes}
+        by_nodename = layer.by_nodename = dict(self.by_nodename)
+        for uuid, node in nodes.items():
+            old = self.by_provider[uuid]
+            if old.nodename and by_nodename.get(old.nodename) is old:
+                by_nodename[old.nodename] = node
+        return layer
+
 
 #: Changes to named hosts the catalog remembers for changed_hosts_since(): far more
 #: than change between two requests, and a change of more hosts than this is a change
@@ -321,18 +334,39 @@ class HostCatalog:
 
     def add_cell_db_nodes(self, nodes: Iterable[ComputeNodeData]) -> None:
         """Compute nodes read by uuid from a cell database: added to, or replacing
-        their rows in, what the last read of every cell said."""
+        their rows in, what the last read of every cell said.
+
+        Read before every request that asks for NUMA or PCI (``[cell_database]
+        max_age`` 0), for its candidates, and mostly as they were: only the hosts
+        whose nodes changed lose their resolved records. Taking every node read as a
+        change of everything cost each such request, at 50,000 computes, the rows of
+        every host a table kept across requests reads again (doc/performance.md).
+        A node added or renamed (which moves what names resolve to) is still a
+        change of everything.
+        """
         found = list(nodes)
         if not found:
             return
         with self._lock:
-            self._changed()
             before = self._cell_db.by_provider
-            self._cell_db = _CellDbLayer({**before, **{n.provider_uuid: n for n in found}}
-                                         .values())
-            for node in found:
-                self._resolved.pop(node.provider_uuid, None)
-        new = [n for n in found if n.provider_uuid not in before]
+            changed = {n.provider_uuid: n for n in found
+                       if (old := before.get(n.provider_uuid)) is not n and old != n}
+            if not changed:
+                return
+            moved = any(_node_names(before.get(uuid)) != _node_names(node)
+                        for uuid, node in changed.items())
+            if moved:
+                self._cell_db = _CellDbLayer({**before, **changed}.values())
+                self._changed()
+            else:
+                self._cell_db = self._cell_db.replacing(changed)
+                resolved = self._resolved
+                hosts = {resolved[uuid].service_host if uuid in resolved
+                         else node.service_host for uuid, node in changed.items()}
+                self._changed({host for host in hosts if host is not None})
+            for uuid in changed:
+                self._resolved.pop(uuid, None)
+        new = [n for uuid, n in changed.items() if uuid not in before]
         if new:
             LOG.info('compute nodes read from their cell database: %s',
                      ', '.join(f'{n.nodename} on {n.service_host}' for n in new))

@@ -304,7 +304,7 @@ class CellDatabaseReader(ReadOnlyDatabase):
             sqlalchemy.bindparam('uuids', expanding=True))
         with self.connect() as connection:
             rows = connection.execute(statement, {'uuids': list(provider_uuids)}).all()
-        return parse_rows(rows, self.cell_uuid, shared=self._shared)
+        return self._nodes_of(rows)
 
     def read_named(self, host: str | None, node: str | None
                    ) -> tuple[list[ComputeNodeData], list[str]]:
@@ -319,7 +319,25 @@ class CellDatabaseReader(ReadOnlyDatabase):
         statement = QUERY + ''.join(f' AND {column} = :{column}' for column in named)
         with self.connect() as connection:
             rows = connection.execute(sqlalchemy.text(statement), named).all()
-        return parse_rows(rows, self.cell_uuid, shared=self._shared)
+        return self._nodes_of(rows)
+
+    def _nodes_of(self, rows: Sequence[Sequence[Any]]) -> tuple[list[ComputeNodeData], list[str]]:
+        """:func:`parse_rows` for a read of some nodes: a row as the last whole read
+        found it gives that read's node, not one parsed again, so that the catalog
+        sees it unchanged (a request that asks for NUMA or PCI reads its candidates'
+        rows again, mostly unchanged since the last whole read)."""
+        last = self._parsed   # replaced, never changed, by a whole read on another thread
+        nodes: list[ComputeNodeData] = []
+        fresh: list[tuple[Any, ...]] = []
+        for raw in rows:
+            key = row_digest(raw)
+            node = last.get(key) if key is not None else None
+            if node is None:
+                fresh.append(tuple(raw))
+            else:
+                nodes.append(node)
+        parsed, problems = parse_rows(fresh, self.cell_uuid, shared=self._shared)
+        return nodes + parsed, problems
 
 
 class CellDatabaseSync(PeriodicSync):

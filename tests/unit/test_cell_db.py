@@ -510,3 +510,75 @@ def test_a_node_renamed_moved_gone_or_added_is_a_change_of_everything(change):
     catalog.apply_cell_db_nodes(parse_rows(rows)[0])
 
     assert catalog.changed_hosts_since(version) is None
+
+
+# A request's read of its candidates' rows ----------------------------------------------------
+
+def test_a_request_s_read_of_unchanged_rows_gives_the_last_whole_read_s_nodes(tmp_path):
+    path = tmp_path / 'cell1.db'
+    reader = CellDatabaseReader(sqlite_cell(path, [row('cn1'), row('cn2')]))
+    whole = {n.nodename: n for n in reader.read()[0]}
+    set_topology(path, 'cn2', OTHER_CELL)
+
+    again = {n.nodename: n for n in reader.read_nodes([uuid_for('cn1'), uuid_for('cn2')])[0]}
+    named = reader.read_named(None, 'cn1')[0]
+
+    assert again['cn1'] is whole['cn1'] and named == [whole['cn1']]
+    assert again['cn2'] is not whole['cn2']
+    assert again['cn2'].numa_topology.cells[0].cpuset == {5, 6}
+
+
+def test_a_request_s_read_that_finds_its_candidates_unchanged_changes_nothing(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    path = tmp_path / 'cell1.db'
+    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(path, [row('cn1'),
+                                                                            row('cn2')]))],
+                            interval=60, max_age=0)
+    assert sync.sync_once()
+    uuids = [uuid_for('cn1'), uuid_for('cn2')]
+    before = [record for record, *_ in catalog.host_rows(uuids)]
+    version = catalog.versions()
+
+    sync.fresh_nodes(uuids)
+
+    assert catalog.versions() == version
+    assert [record for record, *_ in catalog.host_rows(uuids)] == before
+
+
+def test_a_request_s_read_of_a_changed_row_changes_its_host_only(tmp_path):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    path = tmp_path / 'cell1.db'
+    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(
+        path, [row('cn1', host='compute-1'), row('cn2', host='compute-2')]))],
+        interval=60, max_age=0)
+    assert sync.sync_once()
+    uuids = [uuid_for('cn1'), uuid_for('cn2')]
+    cn1, _ = (record for record, *_ in catalog.host_rows(uuids))
+    version = catalog.versions()
+    set_topology(path, 'cn2', OTHER_CELL)
+
+    sync.fresh_nodes(uuids)
+
+    assert catalog.changed_hosts_since(version) == {'compute-2'}
+    again, _ = (record for record, *_ in catalog.host_rows(uuids))
+    assert again is cn1
+    assert cpuset(catalog, 'cn2') == {5, 6}
+    # Found by its name as by its uuid: the index by node name holds the new row too.
+    assert catalog.find_nodes('compute-2', 'cn2')[0].numa_topology.cells[0].cpuset == {5, 6}
+
+
+@pytest.mark.parametrize('change', ['renamed', 'moved', 'added'])
+def test_a_node_a_request_reads_renamed_moved_or_new_is_a_change_of_everything(change):
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    rows = [row('cn1', host='compute-1'), row('cn2', host='compute-2')]
+    catalog.apply_cell_db_nodes(parse_rows(rows)[0])
+    version = catalog.versions()
+    node_uuid, _, _, *rest = rows[1]
+    read = {'renamed': (node_uuid, 'cn2-new', 'compute-2', *rest),
+            'moved': (node_uuid, 'cn2', 'compute-9', *rest),
+            'added': row('cn3')}[change]
+
+    catalog.add_cell_db_nodes(parse_rows([read])[0])
+
+    assert catalog.changed_hosts_since(version) is None
+    assert catalog.record_for_provider(read[0].lower(), None).nodename == read[1]

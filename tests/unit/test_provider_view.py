@@ -16,6 +16,7 @@ import pytest
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import metrics
 from scheduler.catalog import HostCatalog
+from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.nova_api import ServiceState
 from scheduler.conf.scheduler import provider_view_on
 from scheduler.host_table import COLUMNS
@@ -780,15 +781,26 @@ def test_a_table_kept_across_catalog_changes_to_named_hosts_equals_one_built_afr
     catalog = catalog_of(*names)
     kept = ViewTables()
     services: dict[str, ServiceState] = {}
+
+    def node(host: str) -> ComputeNodeData:
+        # A request that asks for NUMA or PCI reads its candidates' rows again.
+        return ComputeNodeData(provider_uuid=uuid_for(host), nodename=host, service_host=host,
+                               cell_uuid=SERVICE_CELL, hypervisor_version=rng.randrange(3),
+                               host_ip=f'192.0.2.{rng.randrange(3)}')
+
+    catalog.apply_cell_db_nodes([node(n) for n in names])
     for _ in range(80):
         host = rng.choice(names)
-        change = rng.choice(('update', 'update', 'delete', 'sync', 'service', 'service'))
+        change = rng.choice(('update', 'update', 'delete', 'sync', 'service', 'service',
+                             'node'))
         if change == 'update':
             catalog.update_instance_info(host, [f'{host}-i{rng.randrange(5)}'])
         elif change == 'delete':
             catalog.delete_instance_info(host, f'{host}-i{rng.randrange(5)}')
         elif change == 'sync':
             catalog.sync_instance_info(host, [f'{host}-i{i}' for i in range(rng.randrange(4))])
+        elif change == 'node':
+            catalog.add_cell_db_nodes([node(h) for h in rng.sample(names, 3)])
         else:
             services[host] = ServiceState(host=host, up=rng.random() < 0.8,
                                           disabled=rng.random() < 0.3,
