@@ -287,13 +287,19 @@ class Clock:
         return self.now
 
 
-def test_a_request_reads_its_candidates_rows_before_it_is_decided(tmp_path):
+def synced_cell(path, *rows):
+    """A catalog, and a sync that has read ``rows`` once and reads a request's
+    candidates before every request."""
     catalog = HostCatalog(default_cell_uuid=CELL_UUID)
-    path = tmp_path / 'cell1.db'
-    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(path, [row('cn1'),
-                                                                            row('cn2')]))],
+    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(path, list(rows)))],
                             interval=60, max_age=0)
     assert sync.sync_once()
+    return catalog, sync
+
+
+def test_a_request_reads_its_candidates_rows_before_it_is_decided(tmp_path):
+    path = tmp_path / 'cell1.db'
+    catalog, sync = synced_cell(path, row('cn1'), row('cn2'))
     set_topology(path, 'cn1', OTHER_CELL)
     set_topology(path, 'cn2', OTHER_CELL)
 
@@ -529,12 +535,7 @@ def test_a_request_s_read_of_unchanged_rows_gives_the_last_whole_read_s_nodes(tm
 
 
 def test_a_request_s_read_that_finds_its_candidates_unchanged_changes_nothing(tmp_path):
-    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
-    path = tmp_path / 'cell1.db'
-    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(path, [row('cn1'),
-                                                                            row('cn2')]))],
-                            interval=60, max_age=0)
-    assert sync.sync_once()
+    catalog, sync = synced_cell(tmp_path / 'cell1.db', row('cn1'), row('cn2'))
     uuids = [uuid_for('cn1'), uuid_for('cn2')]
     before = [record for record, *_ in catalog.host_rows(uuids)]
     version = catalog.versions()
@@ -546,12 +547,9 @@ def test_a_request_s_read_that_finds_its_candidates_unchanged_changes_nothing(tm
 
 
 def test_a_request_s_read_of_a_changed_row_changes_its_host_only(tmp_path):
-    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
     path = tmp_path / 'cell1.db'
-    sync = CellDatabaseSync(catalog, [CellDatabaseReader(sqlite_cell(
-        path, [row('cn1', host='compute-1'), row('cn2', host='compute-2')]))],
-        interval=60, max_age=0)
-    assert sync.sync_once()
+    catalog, sync = synced_cell(path, row('cn1', host='compute-1'),
+                                row('cn2', host='compute-2'))
     uuids = [uuid_for('cn1'), uuid_for('cn2')]
     cn1, _ = (record for record, *_ in catalog.host_rows(uuids))
     version = catalog.versions()
