@@ -14,7 +14,9 @@ requests of those it looks at) and then the table of its hosts
 
 Rows before those: what a worker spends taking a read of changes from the
 service's provider view reader into that snapshot (:data:`TAKEN` providers read
-again; scheduler/catalog/shared_provider_reads.py).
+again; scheduler/catalog/shared_provider_reads.py), and what the table of a
+request's hosts costs after a request that asks for NUMA or PCI read its
+candidates' cell database rows again (:func:`refresh_costs`).
 
 No service, no Placement, no database: the rows are the decision's CPU alone,
 per kind and over the mix, to compare a change to the view before a run of
@@ -35,7 +37,9 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +47,10 @@ from bench.cli import settings_from, settings_parser
 from bench.nested import view_decision
 from bench.report import Row, render, write_json
 from bench.seed_sql import DISABLED_TRAIT
-from bench.synthetic import SyntheticCloud, make_cloud
+from bench.synthetic import SyntheticCloud, SyntheticHost, make_cloud
 from bench.view import kinds_for, option_default, pick
 from scheduler.catalog import HostCatalog
+from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.provider_changes import Changes
 from scheduler.provider_view.snapshot import Keyed, ProviderSnapshot
 from scheduler.provider_view.view import ProviderView
@@ -134,6 +139,7 @@ def run(opts: Options) -> list[Row]:
         profiler.disable()
         profiler.dump_stats(opts.profile)
     rows = take_costs(snapshot, np.random.default_rng(opts.seed))
+    rows += refresh_costs(cloud, catalog, [decide for _, decide in requests], rng)
     everything = [s for samples in spent.values() for s in samples]
     for name, samples in sorted(spent.items()) + [('the workload\'s mix', everything)]:
         for part, label in ((0, 'match'), (1, 'host table')):
@@ -166,6 +172,56 @@ def take_costs(snapshot: ProviderSnapshot, rng: np.random.Generator,
             spent.append((time.process_time() - begin) * 1000)
         rows.append(Row(f'take in a read of changes: {size} providers', len(snapshot),
                         statistics.median(spent), note=f'median of {repeat}, CPU ms'))
+    return rows
+
+
+#: Candidates' rows a request that asks for NUMA or PCI reads again from the cell
+#: databases before it is decided (``[cell_database] max_age`` 0): Placement's answer,
+#: at nova's ``max_placement_results``.
+REFRESHED = 1000
+
+
+def refresh_costs(cloud: SyntheticCloud, catalog: HostCatalog,
+                  decisions: list[Callable[[], Any]], rng: random.Random
+                  ) -> list[Row]:
+    """What the table of the next request's hosts costs after a request that asks for
+    NUMA or PCI read its candidates' ``compute_nodes`` rows again
+    (``CellDatabaseSync.fresh_nodes`` into :meth:`HostCatalog.add_cell_db_nodes`),
+    as they were at the last read (equal nodes, as a reader without memory parses
+    them again) and all changed (nova-compute wrote each since), against no read."""
+    def node(host: SyntheticHost, version: int) -> ComputeNodeData:
+        return ComputeNodeData(provider_uuid=host.root.uuid, nodename=host.name,
+                               service_host=host.name, hypervisor_version=version)
+
+    catalog.apply_cell_db_nodes([node(h, 0) for h in cloud.hosts])
+    versions = dict.fromkeys((h.name for h in cloud.hosts), 0)
+
+    def read_again(changed: bool) -> None:
+        picked = rng.sample(cloud.hosts, REFRESHED)
+        if changed:
+            for host in picked:
+                versions[host.name] += 1
+        catalog.add_cell_db_nodes([node(h, versions[h.name]) for h in picked])
+
+    rows = []
+    for label, before in (('no read', None), ('rows unchanged', False),
+                          ('rows all changed', True)):
+        for decide in decisions[:3]:      # the table built after the cell's first read
+            match = decide()
+            if match is not None:
+                match.hosts_of_table(catalog)
+        spent = []
+        for decide in decisions:
+            if before is not None:
+                read_again(before)
+            match = decide()
+            if match is not None:
+                begin = time.process_time()
+                match.hosts_of_table(catalog)
+                spent.append((time.process_time() - begin) * 1000)
+        rows.append(Row(f'host table after a request read {REFRESHED} candidates\' cell rows '
+                        f'again: {label}', len(cloud.hosts), statistics.fmean(spent),
+                        note=f'mean of {len(spent)} requests, CPU ms'))
     return rows
 
 
