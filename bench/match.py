@@ -196,8 +196,10 @@ def refresh_costs(cloud: SyntheticCloud, catalog: HostCatalog,
     catalog.apply_cell_db_nodes([node(h, 0) for h in cloud.hosts])
     versions = dict.fromkeys((h.name for h in cloud.hosts), 0)
 
+    refreshed = min(REFRESHED, len(cloud.hosts))
+
     def read_again(changed: bool) -> None:
-        picked = rng.sample(cloud.hosts, REFRESHED)
+        picked = rng.sample(cloud.hosts, refreshed)
         if changed:
             for host in picked:
                 versions[host.name] += 1
@@ -219,7 +221,7 @@ def refresh_costs(cloud: SyntheticCloud, catalog: HostCatalog,
                 begin = time.process_time()
                 match.hosts_of_table(catalog)
                 spent.append((time.process_time() - begin) * 1000)
-        rows.append(Row(f'host table after a request read {REFRESHED} candidates\' cell rows '
+        rows.append(Row(f'host table after a request read {refreshed} candidates\' cell rows '
                         f'again: {label}', len(cloud.hosts), statistics.fmean(spent),
                         note=f'mean of {len(spent)} requests, CPU ms'))
     return rows
