@@ -21,7 +21,9 @@ Never a write: every connection is made read-only before it is used
 (``SET SESSION TRANSACTION READ ONLY`` on MySQL/MariaDB,
 ``default_transaction_read_only`` on PostgreSQL, ``PRAGMA query_only`` on SQLite),
 so even credentials that could write cannot; a user with SELECT on
-``compute_nodes`` is all it needs. Connections are not pooled (one per read).
+``compute_nodes`` is all it needs. Each worker keeps one connection per cell
+while requests may read their candidates' rows (``max_age`` 0 or more), and
+opens one per read otherwise.
 
 A cell that cannot be read keeps its last good data (WARNING with its age);
 a row whose topology or pools cannot be parsed loses only that field (WARNING
@@ -516,12 +518,13 @@ def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog
     ConfigurationError when SQLAlchemy is missing or a URL cannot work.
     """
     opts = conf[GROUP]
-    readers = cell_readers_from_conf(conf)
+    max_age = opts.max_age
+    # Requests that ask for NUMA or PCI wait for their candidates' rows (max_age >= 0).
+    readers = cell_readers_from_conf(conf, keep_connection=max_age >= 0)
     if not readers:
         LOG.info('[%s] connections is empty: host NUMA topologies and PCI pools come from '
                  'the hosts file only', GROUP)
         return None
-    max_age = opts.max_age
     LOG.info('cell database sync every %ss, read-only: %s; candidates\' compute nodes read '
              '%s', opts.sync_interval, ', '.join(r.label for r in readers),
              'before every request that asks for NUMA or PCI' if max_age == 0 else

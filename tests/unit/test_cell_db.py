@@ -580,3 +580,33 @@ def test_a_node_a_request_reads_renamed_moved_or_new_is_a_change_of_everything(c
 
     assert catalog.changed_hosts_since(version) is None
     assert catalog.record_for_provider(read[0].lower(), None).nodename == read[1]
+
+
+@pytest.mark.parametrize('max_age, opened', [(0, 1), (5, 1), (-1, 3)])
+def test_a_worker_keeps_a_connection_to_a_cell_while_requests_may_wait_for_its_rows(
+        tmp_path, max_age, opened):
+    import sqlalchemy
+
+    url = sqlite_cell(tmp_path / 'cell1.db', [row('cn1')])
+    sync = cell_db_sync_from_conf(conf_with(connections=[url], max_age=max_age),
+                                  HostCatalog(default_cell_uuid=CELL_UUID))
+    [reader] = sync._readers
+    connects = []
+    sqlalchemy.event.listen(reader._engine, 'connect', lambda *_: connects.append(1))
+
+    for _ in range(3):
+        assert [n.nodename for n in reader.read_nodes([uuid_for('cn1')])[0]] == ['cn1']
+
+    assert len(connects) == opened
+
+
+def test_reads_of_one_cell_at_the_same_time_do_not_wait_for_the_kept_connection(tmp_path):
+    url = sqlite_cell(tmp_path / 'cell1.db', [row('cn1')])
+    sync = cell_db_sync_from_conf(conf_with(connections=[url], max_age=0),
+                                  HostCatalog(default_cell_uuid=CELL_UUID))
+    [reader] = sync._readers
+
+    with reader.connect(), reader.connect():    # a periodic read and another request's
+        nodes, _ = reader.read_nodes([uuid_for('cn1')])
+
+    assert [n.nodename for n in nodes] == ['cn1']
