@@ -2,7 +2,7 @@
 up to ``max_attempts - 1`` alternates the conductor may retry on."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest
@@ -23,7 +23,8 @@ def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: HostView,
                unusable_hosts: UnusableHosts | None = None) -> list[list[Selection]]:
     """``unusable_hosts``: which hosts' compute services are disabled or down now,
     when the hosts were judged on an older state (the alternates offered are
-    checked with it, a host of them passed over as the claim's walk passes it)."""
+    checked with it, a host of them passed over as the claim's walk passes it;
+    those read with the claim, during this request, are not read again)."""
     selected = {p.host.uuid for p in placed}
     if num_alts and len(placed) > 1:
         # Nova sorts once more after all consumptions so alternates reflect them.
@@ -34,7 +35,8 @@ def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: HostView,
         # Without a claim (4.3 callers, rebuild checks) Nova sends the literal "null".
         claimed = p.claim is not None
         answer = [selection(p.host, p.alloc_req, with_request=claimed)]
-        for alt in _alternates(ordered, p.host, selected, num_alts, unusable_hosts):
+        for alt in _alternates(ordered, p.host, selected, num_alts, unusable_hosts,
+                               p.services):
             # Alternates carry an unclaimed request: the conductor claims it
             # itself if the first host fails to build. Without claims Nova
             # sends "null" for them too.
@@ -44,14 +46,18 @@ def selections(spec: RequestSpec, placed: Sequence[Placed], ordered: HostView,
 
 
 def _alternates(ordered: HostView, chosen: HostState, selected: set[str], num_alts: int,
-                unusable_hosts: UnusableHosts | None) -> list[HostState]:
+                unusable_hosts: UnusableHosts | None, known: Mapping[str, bool]
+                ) -> list[HostState]:
     passed_over: set[str] = set()
     while True:
         alternates = pick_alternates(ordered, chosen=chosen, selected=selected | passed_over,
                                      num_alternates=num_alts)
         if unusable_hosts is None or not alternates:
             return alternates
-        gone = unusable_hosts([alt.host for alt in alternates])
+        unread = [alt.host for alt in alternates if alt.host not in known]
+        gone = {alt.host for alt in alternates if known.get(alt.host)}
+        if unread:
+            gone.update(unusable_hosts(unread))
         if not gone:
             return alternates
         # Each round passes at least one more host over: it ends.

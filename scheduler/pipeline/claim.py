@@ -49,6 +49,10 @@ LOG = logging.getLogger(__name__)
 UnusableHosts = Callable[[Sequence[str]], Collection[str]]
 #: Why a host that passed the filters was passed over just before it was chosen.
 SERVICE_GONE = 'compute service disabled or down since the services were read'
+#: Hosts after the one about to be claimed whose compute services are read with it:
+#: the answer's alternates come from them (and a failed claim moves on to them), so
+#: that the answer needs no read of its own, one round trip fewer in a worker's turn.
+SERVICES_AHEAD = 8
 
 
 @dataclass
@@ -58,6 +62,9 @@ class Placed:
     alloc_req: AllocationRequest | None
     #: the claim made for the instance; None when nothing was claimed
     claim: claims_mod.Claim | None = None
+    #: Service hosts whose compute services were read for this instance, during the
+    #: request, and whether each was disabled or down (:attr:`Walk.services`).
+    services: Mapping[str, bool] = field(default_factory=dict)
 
 
 class OrderStale(Exception):
@@ -76,6 +83,9 @@ class Walk:
     known: ConsumerAllocations | None = None
     #: Whether a refusal for capacity ends this order's walk (:class:`OrderStale`).
     stop_when_refused: bool = False
+    #: Service hosts whose compute services were read during the walk
+    #: (:attr:`Claiming.unusable_hosts`), and whether each was disabled or down.
+    services: dict[str, bool] = field(default_factory=dict)
 
 
 class Claiming:
@@ -120,20 +130,20 @@ class Claiming:
         project_id = spec.project_id or context.project_id
         user_id = spec.user_id or context.user_id
         walk = walk if walk is not None else Walk()
-        for host in ordered:
+        for index, host in enumerate(ordered):
             if host.uuid in walk.tried:
                 continue
             fitting = [a for a in host.allocation_candidates if host.fits(a)]
             if not fitting:
                 attempt.claim_failures['full after earlier instances of this request'] += 1
                 continue
-            if self.unusable_hosts is not None and self.unusable_hosts([host.host]):
+            if self._service_gone(ordered, index, walk):
                 attempt.claim_failures[SERVICE_GONE] += 1
                 walk.tried.add(host.uuid)
                 continue
             if not claim:
                 attempt.claimed_host = host.host
-                return Placed(instance_uuid, host, fitting[0])
+                return Placed(instance_uuid, host, fitting[0], services=walk.services)
             # Claims are made only for the instance uuids the caller gave.
             assert instance_uuid is not None
             refusals = attempt.claim_failures[claims_mod.CAPACITY_EXCEEDED]
@@ -147,12 +157,29 @@ class Claiming:
                 if made is not None and not made.is_move and self.on_claimed is not None:
                     self.on_claimed(made.allocations)
             if placed is not None:
+                placed.services = walk.services
                 return placed
             walk.tried.add(host.uuid)
             if (walk.stop_when_refused
                     and attempt.claim_failures[claims_mod.CAPACITY_EXCEEDED] > refusals):
                 raise OrderStale(host.host)
         return None
+
+    def _service_gone(self, ordered: Sequence[HostState], index: int, walk: Walk) -> bool:
+        """Whether the compute service of ``ordered[index]``'s host is disabled or down
+        now; read with those of the next :data:`SERVICES_AHEAD` hosts in ``ordered``
+        that were not read on ``walk`` yet, unless it was read on it (during this
+        request) already."""
+        if self.unusable_hosts is None:
+            return False
+        known, host = walk.services, ordered[index].host
+        if host not in known:
+            ahead = (ordered[later].host for later in range(
+                index + 1, min(index + 1 + SERVICES_AHEAD, len(ordered))))
+            wanted = list(dict.fromkeys(name for name in (host, *ahead) if name not in known))
+            gone = self.unusable_hosts(wanted)
+            known.update((name, name in gone) for name in wanted)
+        return known[host]
 
     def _claim_on(self, context: RequestContext, spec: RequestSpec, host: HostState,
                   candidates: Sequence[AllocationRequest], instance_uuid: str,

@@ -250,27 +250,51 @@ def test_the_reads_by_host_find_what_a_read_of_every_row_finds(tmp_path, monkeyp
                                              if h in whole and h not in usual}
 
 
+def chosen_with_services_gone(fake, names, gone):
+    """One instance placed among ``names`` (all up at the last read; ``gone``'s services
+    disabled or down now), and the hosts each read of the services asked about."""
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    catalog.apply_service_states({h: ServiceState(h, up=True) for h in names})
+    asked: list[list[str]] = []
+
+    def unusable_hosts(hosts):
+        asked.append(list(hosts))
+        return set(gone) & set(hosts)
+
+    with compute_filtered_manager(fake, catalog, unusable_hosts=unusable_hosts) as manager:
+        [selection] = select(manager, boot_spec(), uuids(1))
+    return selection, asked
+
+
 def test_a_host_whose_service_went_down_is_passed_over_for_the_next_and_never_offered(
         fake):
     fake.add_compute('cn0', ram_mb=65536)      # the best host, by the RAM weigher
     cn1 = fake.add_compute('cn1', ram_mb=49152)
     fake.add_compute('cn2')
-    catalog = HostCatalog(default_cell_uuid=CELL)
-    catalog.apply_service_states({h: ServiceState(h, up=True) for h in ('cn0', 'cn1', 'cn2')})
-    asked: list[list[str]] = []
 
-    def unusable_hosts(hosts):
-        asked.append(list(hosts))
-        return {'cn0'} & set(hosts)
-
-    with compute_filtered_manager(fake, catalog, unusable_hosts=unusable_hosts) as manager:
-        [selection] = select(manager, boot_spec(), uuids(1))
+    selection, asked = chosen_with_services_gone(fake, ['cn0', 'cn1', 'cn2'], {'cn0'})
 
     assert [s.service_host for s in selection] == ['cn1', 'cn2']
-    assert asked[0] == ['cn0']
+    # One read, before the first claim, of the chosen host and the hosts after it,
+    # from which the alternates come: the answer reads nothing more.
+    assert asked == [['cn0', 'cn1', 'cn2']]
     assert [uuid for uuid, _ in fake.claims()] == uuids(1)
     assert {provider for _, request in fake.claims()
             for provider in request.allocations} == {cn1}
+
+
+def test_alternates_the_claim_s_read_did_not_reach_are_read_before_they_are_offered(
+        fake, monkeypatch):
+    from scheduler.pipeline import claim
+
+    monkeypatch.setattr(claim, 'SERVICES_AHEAD', 1)
+    for name, ram in (('cn0', 65536), ('cn1', 49152), ('cn2', 40960), ('cn3', 32768)):
+        fake.add_compute(name, ram_mb=ram)
+
+    selection, asked = chosen_with_services_gone(fake, ['cn0', 'cn1', 'cn2', 'cn3'], {'cn2'})
+
+    assert [s.service_host for s in selection] == ['cn0', 'cn1', 'cn3']
+    assert asked == [['cn0', 'cn1'], ['cn2'], ['cn3']]
 
 
 def test_a_request_no_host_of_which_is_usable_now_says_why_without_naming_one(fake):
