@@ -689,6 +689,12 @@ class HostView(_EqualAsList, Sequence[HostState]):
     def _row(self, i: int) -> int:
         return int(self._rows[i])
 
+    def host_names(self, start: int, stop: int) -> list[str]:
+        """The service hosts of the items ``start`` to ``stop`` (a slice's bounds),
+        without building their HostStates."""
+        names, row = self.table.host_names, self._row   # a lazy order's rows, as it reads them
+        return [names[row(i)] for i in range(start, min(stop, len(self)))]
+
     @overload
     def __getitem__(self, i: int) -> HostState: ...
     @overload

@@ -32,6 +32,7 @@ from scheduler import exceptions as exc
 from scheduler.context import RequestContext
 from scheduler.explain import InstanceAttempt
 from scheduler.host_state import HostState
+from scheduler.host_table import HostView
 from scheduler.objects.spec import RequestSpec
 from scheduler.pipeline import claimer as claims_mod
 from scheduler.pipeline.failures import log_placement_failure, placement_failure, short
@@ -174,8 +175,11 @@ class Claiming:
             return False
         known, host = walk.services, ordered[index].host
         if host not in known:
-            ahead = (ordered[later].host for later in range(
-                index + 1, min(index + 1 + SERVICES_AHEAD, len(ordered))))
+            # Their names, not their HostStates: a state built only for this was a
+            # fifth of the look-ahead's time in a worker's turn at 50,000 hosts.
+            stop = index + 1 + SERVICES_AHEAD
+            ahead = (ordered.host_names(index + 1, stop) if isinstance(ordered, HostView)
+                     else [later.host for later in ordered[index + 1:stop]])
             wanted = list(dict.fromkeys(name for name in (host, *ahead) if name not in known))
             gone = self.unusable_hosts(wanted)
             known.update((name, name in gone) for name in wanted)

@@ -250,6 +250,25 @@ def test_a_table_builds_host_states_only_for_the_hosts_it_is_asked_for():
     assert built == [first]
 
 
+def test_a_view_names_the_service_hosts_of_its_items_without_building_their_states():
+    candidates, catalog, _ = random_cloud(random.Random(8), 50)
+    conf = make_conf(filter_scheduler={'weight_classes': ['nova.scheduler.weights.all_weighers']})
+    _, weighers = load_plugins(conf)
+    table = HostTable(candidates, catalog)
+    spec = make_spec(flavor=Flavor(vcpus=2, memory_mb=2048, root_gb=10))
+    # A view's rows, and an order read lazily (only the positions asked are sorted).
+    views = [table.view()[::-1], order_hosts(
+        weigh_hosts(weighers, table.view(), spec), host_subset_size=3,
+        shuffle_best_same_weighed_hosts=True, rng=random.Random(0))]
+    bounds = ((0, 8), (1, 9), (45, 60), (50, 58))
+
+    names = [view.host_names(start, stop) for view in views for start, stop in bounds]
+
+    assert table._hosts == {}
+    assert names == [[views[v][i].host for i in range(start, min(stop, 50))]
+                     for v in range(2) for start, stop in bounds]
+
+
 class PerHostOnly(BaseHostFilter):
     """An operator's filter written the simple way, with no column hook."""
 
