@@ -501,17 +501,29 @@ def test_the_same_nodes_again_change_nothing_a_new_topology_changes_its_host_onl
     assert cn2.numa_topology.cells[0].cpuset == {0}
 
 
-@pytest.mark.parametrize('change', ['renamed', 'moved', 'gone', 'added'])
-def test_a_node_renamed_moved_gone_or_added_is_a_change_of_everything(change):
+def two_nodes_read():
+    """A catalog that took cn1 (on compute-1) and cn2 (on compute-2) from a cell
+    database, their rows, and the catalog's version then."""
     catalog = HostCatalog(default_cell_uuid=CELL_UUID)
     rows = [row('cn1', host='compute-1'), row('cn2', host='compute-2')]
     catalog.apply_cell_db_nodes(parse_rows(rows)[0])
-    version = catalog.versions()
+    return catalog, rows, catalog.versions()
+
+
+def cn2_as(change, rows):
+    """cn2's row renamed or moved to another service host, or a new node's row."""
     node_uuid, _, _, *rest = rows[1]
-    rows = {'renamed': [rows[0], (node_uuid, 'cn2-new', 'compute-2', *rest)],
-            'moved': [rows[0], (node_uuid, 'cn2', 'compute-9', *rest)],
-            'gone': [rows[0]],
-            'added': [*rows, row('cn3')]}[change]
+    return {'renamed': (node_uuid, 'cn2-new', 'compute-2', *rest),
+            'moved': (node_uuid, 'cn2', 'compute-9', *rest),
+            'added': row('cn3')}[change]
+
+
+@pytest.mark.parametrize('change', ['renamed', 'moved', 'gone', 'added'])
+def test_a_node_renamed_moved_gone_or_added_is_a_change_of_everything(change):
+    catalog, rows, version = two_nodes_read()
+    rows = ([rows[0]] if change == 'gone' else
+            [*rows, cn2_as(change, rows)] if change == 'added' else
+            [rows[0], cn2_as(change, rows)])
 
     catalog.apply_cell_db_nodes(parse_rows(rows)[0])
 
@@ -567,14 +579,8 @@ def test_a_request_s_read_of_a_changed_row_changes_its_host_only(tmp_path):
 
 @pytest.mark.parametrize('change', ['renamed', 'moved', 'added'])
 def test_a_node_a_request_reads_renamed_moved_or_new_is_a_change_of_everything(change):
-    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
-    rows = [row('cn1', host='compute-1'), row('cn2', host='compute-2')]
-    catalog.apply_cell_db_nodes(parse_rows(rows)[0])
-    version = catalog.versions()
-    node_uuid, _, _, *rest = rows[1]
-    read = {'renamed': (node_uuid, 'cn2-new', 'compute-2', *rest),
-            'moved': (node_uuid, 'cn2', 'compute-9', *rest),
-            'added': row('cn3')}[change]
+    catalog, rows, version = two_nodes_read()
+    read = cn2_as(change, rows)
 
     catalog.add_cell_db_nodes(parse_rows([read])[0])
 
