@@ -68,6 +68,12 @@ before the ``host_states`` stage), so that wait shows only as the latency it add
 to the baseline's. Before the phases, the stand-in's ``GET /os-services`` and the
 cell database's whole ``SELECT`` are timed alone (what each source costs by itself).
 
+``--nested`` seeds bench.view's cloud with nested trees and runs its mixed workload
+(vGPU, two isolated vGPUs, pinned CPUs on a NUMA node and a PCI device in Placement,
+30% of the requests): each phase's rows then also count how each of those kinds was
+answered. In every phase a row counts the ``GET /allocation_candidates`` Placement's log
+shows for the window, by kind (none while the provider view answers).
+
 The stand-in is not nova-api: nova-api builds that answer from its services table
 and the servicegroup driver, per cell; this one writes bytes it serialised once, but
 for the heartbeats: each live service's ``updated_at`` moves every 10 s, as a real
@@ -110,7 +116,9 @@ from bench.view import (
     _Rngs,
     _service_decide,
     _view_config,
+    kinds_for,
     peak_rss_mb,
+    query_kind,
 )
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.fake_nova import TOKEN, FakeNova
@@ -637,6 +645,11 @@ class Settings:
     #: that read ``GET /os-services`` before every request, hours at 10,000 nova-api
     #: computes).
     skip: str = ''
+    #: bench.view's ``--nested``: a cloud with nested trees and a workload that mixes
+    #: vGPU, PCI-in-Placement and NUMA-in-Placement flavors into the flat ones
+    #: (bench.view.kinds_for); each phase's rows then also say which kinds were
+    #: placed and what went to Placement's ``GET /allocation_candidates``.
+    nested: bool = False
 
 
 @dataclass
@@ -650,6 +663,11 @@ class Measured:
     elapsed: float
     #: each worker's peak resident memory (VmHWM) after the slice, MB
     peaks: list[float]
+    #: (kind's name, 'placed' | 'NoValidHost' | 'other error') -> requests
+    outcomes: Counter
+    #: GET /allocation_candidates in Placement's log during the slice, by kind
+    #: (bench.view.query_kind)
+    placement_gets: Counter
 
 
 @dataclass
@@ -717,19 +735,26 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
 
 
 def _slice(name: str, service: PhaseService, dep: deploy.Deployment, nova: ComputeApi,
-           clients: int, seconds: float, seed: int) -> Measured:
+           clients: int, seconds: float, seed: int, nested: bool) -> Measured:
     """One slice of phase ``name``: ``clients`` back to back on its service for
-    ``seconds``; the GETs are that phase's service's only (not the idle ones' syncs)."""
+    ``seconds``; the GETs of /os-services are that phase's service's only (not the idle
+    ones' syncs). Placement's GETs of /allocation_candidates are everyone's: with
+    phases in turns, an idle service sends none (it only reads its view)."""
+    kinds, outcomes = kinds_for(nested), Counter()
+    log = dep.access_log()
     gets_before, seconds_before = _services(nova.stats(), name)
     before, started = cpu.sample(), time.monotonic()
-    phase = _closed_loop(clients, seconds, 0.0, _service_decide(service.client, _Rngs(seed)))
+    phase = _closed_loop(clients, seconds, 0.0,
+                         _service_decide(service.client, _Rngs(seed), kinds, outcomes))
     elapsed = time.monotonic() - started
     cores = cpu.used_between(before, cpu.sample(), elapsed)
     gets_after, seconds_after = _services(nova.stats(), name)
+    placement_gets = Counter(query_kind(c.query, kinds) for c in log.read_new()
+                             if c.kind == 'GET a_c')
     deploy.delete_consumers(dep.url, phase.consumers)
     return Measured(phase, len(phase.consumers) + sum(phase.errors.values()),
                     gets_after - gets_before, seconds_after - seconds_before, cores, elapsed,
-                    peak_rss_mb(service.svc.worker_pids()))
+                    peak_rss_mb(service.svc.worker_pids()), outcomes, placement_gets)
 
 
 #: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
@@ -759,7 +784,7 @@ def _rate(measured: list[Measured]) -> float:
 
 
 def _rows(n: int, name: str, measured: list[Measured], baseline: float | None,
-          check: StartupCheck | None = None) -> list[Row]:
+          check: StartupCheck | None = None, nested: bool = False) -> list[Row]:
     """One phase's rows, its slices pooled, and its start-up check's."""
     rate = _rate(measured)
     latencies = [x for m in measured for x in m.phase.latencies]
@@ -791,6 +816,7 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None,
     if peaks:
         rows.append(Row(f'{label}, peak memory per worker (VmHWM)', n, max(peaks), unit='MB',
                         note='each worker: ' + ', '.join(f'{p:.0f}' for p in peaks) + ' MB'))
+    rows.extend(_placement_rows(n, label, measured, nested))
     if name != 'baseline':
         rows.append(Row(f'{label}, GET /os-services per request', n,
                         gets / calls if calls else float('nan'), unit='n',
@@ -806,6 +832,31 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None,
                         check.seconds if check.gets else float('nan'), unit='s',
                         note=f'{_check_note(check)}; made at start-up and once an hour, '
                              f'not per request'))
+    return rows
+
+
+def _placement_rows(n: int, label: str, measured: list[Measured], nested: bool) -> list[Row]:
+    """What a phase's requests left to Placement's ``GET /allocation_candidates`` (by
+    kind) and, with ``nested``, how each kind of the workload fared."""
+    gets: Counter = Counter()
+    outcomes: Counter = Counter()
+    for m in measured:
+        gets.update(m.placement_gets)
+        outcomes.update(m.outcomes)
+    answered = sum(v for (_, outcome), v in outcomes.items() if outcome != 'other error')
+    rows = [Row(f'{label}, GET /allocation_candidates per request', n,
+                sum(gets.values()) / answered if answered else float('nan'), unit='n',
+                note=f'{sum(gets.values())} GETs for {answered} requests answered'
+                     + (' (' + ', '.join(f'{k} {v}' for k, v in sorted(gets.items())) + ')'
+                        if gets else ''))]
+    if nested:
+        kinds = [k for k, _ in kinds_for(True) if k.nested]
+        placed = sum(outcomes[k.name, 'placed'] for k in kinds)
+        rows.append(Row(f'{label}, nested kinds placed', n, placed, unit='n',
+                        note='per kind placed/NoValidHost/other error: ' + ', '.join(
+                            f'{k.name} {outcomes[k.name, "placed"]}/'
+                            f'{outcomes[k.name, "NoValidHost"]}/'
+                            f'{outcomes[k.name, "other error"]}' for k in kinds)))
     return rows
 
 
@@ -848,7 +899,7 @@ def _await_check(name: str, client: Any, dep: deploy.Deployment, nova: ComputeAp
            and not _check_state(nova, name).answered):
         more = _closed_loop(settings.clients,
                             min(CHECK_CHUNK, CHECK_WAIT - (time.monotonic() - started)), 0.0,
-                            _service_decide(client, _Rngs(2)),
+                            _service_decide(client, _Rngs(2), kinds_for(settings.nested)),
                             until=lambda: _check_state(nova, name).answered, check_every=1.0)
         deploy.delete_consumers(dep.url, more.consumers)
     check = _check_state(nova, name)
@@ -870,7 +921,7 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Ce
                                   ) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)
         warm = _closed_loop(settings.clients, settings.warmup, 0.0,
-                            _service_decide(client, _Rngs(1)))
+                            _service_decide(client, _Rngs(1), kinds_for(settings.nested)))
         deploy.delete_consumers(dep.url, warm.consumers)
         check = (_await_check(name, client, dep, nova, settings)
                  if name in CHECKING_PHASES else None)
@@ -881,7 +932,8 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Ce
 def _take(measured: dict[str, list[Measured]], name: str, service: PhaseService,
           dep: deploy.Deployment, nova: ComputeApi, settings: Settings, seconds: float,
           k: int) -> None:
-    m = _slice(name, service, dep, nova, settings.clients, seconds, 20261127 + k)
+    m = _slice(name, service, dep, nova, settings.clients, seconds, 20261127 + k,
+               settings.nested)
     measured[name].append(m)
     print(f'  {name}: {m.phase.rate:.1f} req/s, {m.services_gets} GETs /os-services for '
           f'{m.calls} requests', file=sys.stderr, flush=True)
@@ -933,7 +985,7 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         rows.append(r)
         print(render([r]).splitlines()[-1], file=sys.stderr, flush=True)
 
-    with deploy.seeded_deployment(providers, direct=True) as dep, \
+    with deploy.seeded_deployment(providers, direct=True, nested=settings.nested) as dep, \
             contextlib.ExitStack() as stack:
         n = len(dep.cloud.hosts)
         row(Row('host data: seed Placement (setup)', n, dep.seed_seconds, unit='s'))
@@ -976,7 +1028,7 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
         baseline = _rate(measured['baseline'])
         for name in phases:
             for r in _rows(n, name, measured[name], None if name == 'baseline' else baseline,
-                           checks.get(name)):
+                           checks.get(name), settings.nested):
                 row(r)
     return rows
 

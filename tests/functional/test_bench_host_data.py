@@ -58,3 +58,29 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
         row = rows[f'host data: {phase}, GET /os-services per request']
         assert row['ours_ms'] == 0, row
     assert 'host data: baseline, GET /os-services per request' not in rows
+
+
+def test_the_nested_workload_runs_with_the_host_data_sources_and_counts_what_placement_answered(
+        tmp_path, capsys):
+    out = tmp_path / 'host-data-nested.json'
+    try:
+        status = host_data.main([*ARGS, '--nested', '--skip', 'bdgh', '--json', str(out)])
+    except deploy.ServiceMissing as e:
+        require_or_skip(str(e))
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+
+    rows = {row['name']: row for row in json.loads(out.read_text())}
+    for phase in ('baseline', 'nova+cell'):
+        assert 'other errors 0' in rows[f'host data: {phase}, throughput']['note'], printed
+        placed = rows[f'host data: {phase}, nested kinds placed']
+        per_kind = re.findall(r'(\S+) (\d+)/(\d+)/(\d+)', placed['note'])
+        assert [name for name, *_ in per_kind] == [
+            'g1.a10-8q', 'g1.2xa10-4q', 'c1.numa-pinned', 'p1.pci-10de-2236'], placed
+        assert sum(int(p) for _, p, _, _ in per_kind) == placed['ours_ms'], placed
+        # A request of a nested kind is answered (placed or refused) without an error.
+        assert sum(int(p) + int(r) for _, p, r, _ in per_kind) > 0, placed
+        assert all(e == '0' for *_, e in per_kind), placed
+        gets = rows[f'host data: {phase}, GET /allocation_candidates per request']
+        sent, answered = map(int, re.match(r'(\d+) GETs for (\d+) requests', gets['note']).groups())
+        assert answered > 0 and gets['ours_ms'] == sent / answered, gets
