@@ -587,21 +587,35 @@ class CellDatabase:
             connection.close()
         return time.perf_counter() - started
 
-    def services_reads(self) -> tuple[float, float]:
-        """Seconds of the read of the services' state before a request
-        (scheduler.catalog.cell_services), through the service's own reader: its
-        first (every row) and the next one (the unusual rows)."""
+    def services_reads(self) -> ServicesReads:
+        """Seconds of the reads of the services' state a request of phase c waits for
+        (scheduler.catalog.cell_services), through the service's own reader: the
+        first read (every row), the next one (the unusual rows), then the two reads by
+        host that come between two such scans: before a request, the rows of the
+        hosts held as other than up and enabled; before its answer, the chosen host's
+        and the next ones' (scheduler.pipeline.claim.SERVICES_AHEAD)."""
         from scheduler.catalog.cell_db import CellDatabaseReader
         from scheduler.catalog.cell_services import CellServicesReader
+        from scheduler.catalog.nova_sync import _unusual
+        from scheduler.pipeline.claim import SERVICES_AHEAD
 
         reader = CellServicesReader([CellDatabaseReader(self.url, keep_connection=True)],
                                     down_time=deploy.SERVICE_DOWN_TIME)
         times = []
         for _ in range(2):
             started = time.perf_counter()
-            reader.read_services()
+            services = reader.read_services()[0]
             times.append(time.perf_counter() - started)
-        return times[0], times[1]
+        unusual = [host for host, state in services.items() if _unusual(state)]
+        started = time.perf_counter()
+        reader.usual_again(unusual)
+        again = time.perf_counter() - started
+        usual = sorted(set(services) - set(unusual))
+        chosen = usual[len(usual) // 2:len(usual) // 2 + 1 + SERVICES_AHEAD]
+        started = time.perf_counter()
+        reader.unusual_now(chosen)
+        return ServicesReads(times[0], times[1], again, len(unusual),
+                             time.perf_counter() - started, len(chosen))
 
     def config(self) -> str:
         return f'[cell_database]\nconnections = {CELL_UUID}={self.url}\n'
@@ -614,6 +628,18 @@ class CellDatabase:
 
         _drop_database(self._admin, self.database)
         self._admin.close()
+
+
+@dataclass(frozen=True)
+class ServicesReads:
+    """:meth:`CellDatabase.services_reads`: seconds of each read, and hosts read by host."""
+
+    first: float
+    again: float
+    held_unusual: float
+    held_unusual_hosts: int
+    chosen: float
+    chosen_hosts: int
 
 
 # ---------------------------------------------------------------- the phases
@@ -1008,13 +1034,27 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
                      f'{PCI_SHARE:.0%} with PCI pools; a new connection each'))
         reads = [cell.services_reads() for _ in range(5)]
         row(Row('host data: cell database services, first read alone', n,
-                statistics.median(first for first, _ in reads) * 1000,
+                statistics.median(r.first for r in reads) * 1000,
                 note=f'{n} nova-compute rows through scheduler.catalog.cell_services '
                      f'(every row, states, a fresh parser), on a new reader'))
         row(Row('host data: cell database services, next read alone', n,
-                statistics.median(again for _, again in reads) * 1000,
+                statistics.median(r.again for r in reads) * 1000,
                 note='the same reader again, on its connection: its count and the unusual '
                      'rows only, one statement'))
+        from scheduler.catalog.cell_services import BY_HOST_CHUNK
+
+        held = reads[0].held_unusual_hosts
+        row(Row('host data: cell database services, held-unusual rows by host alone', n,
+                statistics.median(r.held_unusual for r in reads) * 1000,
+                note=f'the rows of the {held} hosts held as disabled, forced down or silent, '
+                     f'by host, in {math.ceil(held / BY_HOST_CHUNK)} statements: what a '
+                     f'request of phase c reads before it is decided, between two reads '
+                     f'of every row'))
+        row(Row('host data: cell database services, chosen hosts by host alone', n,
+                statistics.median(r.chosen for r in reads) * 1000,
+                note=f'the rows of {reads[0].chosen_hosts} up and enabled hosts, one '
+                     f'statement: what a request of phase c reads before its answer (the '
+                     f'host it claims and the next ones)'))
         phases = _phases(settings)
         measured: dict[str, list[Measured]] = {name: [] for name in phases}
         checks: dict[str, StartupCheck | None] = {}
