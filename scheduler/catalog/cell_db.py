@@ -10,7 +10,8 @@ database. This module reads exactly these columns of the rows not deleted:
 hypervisor list shows of the same row (``host_ip``, ``hypervisor_type``,
 ``hypervisor_version``, ``cpu_info``), and nothing else, from each
 configured cell, every ``sync_interval`` seconds, on its own thread
-(:class:`CellDatabaseSync`, shaped like the compute API sync), and, for a request
+(:class:`CellDatabaseSync`, shaped like the compute API sync; on PostgreSQL, after the
+first, only the rows written since the last read, found by their versions), and, for a request
 that asks for NUMA or PCI, its candidates' rows just before it is decided
 (``max_age``), as nova-scheduler reads its candidates' compute nodes per request;
 the rows of a compute node no read has seen yet, by uuid (a provider in
@@ -33,6 +34,7 @@ imported only when a connection is configured.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -58,11 +60,24 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-#: The only statement ever sent (besides the read-only session setup).
-QUERY = ('SELECT uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
-         'cpu_allocation_ratio, ram_allocation_ratio, supported_instances, '
-         'host_ip, hypervisor_type, hypervisor_version, cpu_info '
-         'FROM compute_nodes WHERE deleted = 0')
+_COLUMNS = ('uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
+            'cpu_allocation_ratio, ram_allocation_ratio, supported_instances, '
+            'host_ip, hypervisor_type, hypervisor_version, cpu_info')
+#: The rows read (besides the read-only session setup, the only statement sent to
+#: MySQL/MariaDB and SQLite).
+QUERY = f'SELECT {_COLUMNS} FROM compute_nodes WHERE deleted = 0'
+#: PostgreSQL's version of a row: the transaction that wrote it (``xmin``), which any
+#: write of the row replaces, the same values written again included (kept when VACUUM
+#: freezes the row; the same number again only after 2**32 transactions).
+_VERSION = 'CAST(CAST(xmin AS text) AS bigint)'
+#: On PostgreSQL: the rows read with their versions, and the versions alone.
+VERSIONED_QUERY = f'SELECT {_COLUMNS}, {_VERSION} FROM compute_nodes WHERE deleted = 0'
+VERSIONS_QUERY = f'SELECT uuid, {_VERSION} FROM compute_nodes WHERE deleted = 0'
+#: A periodic read on PostgreSQL reads again only the rows whose version moved, when they
+#: are at most this share of the rows (else it reads every row).
+CHANGED_SHARE = 0.5
+#: Rows named per statement when those are read.
+CHANGED_BATCH = 1000
 _CELL_PREFIX_RE = re.compile(r'^([0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?'
                              r'[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12})=(.+)$')
 #: Problems named per round, per cell, before "and N more".
@@ -95,6 +110,10 @@ class ComputeNodeData:
     hypervisor_version: int | None = None
     #: Shared by the nodes whose rows have the same text (read-only, as every field).
     cpu_info: dict[str, Any] = field(default_factory=dict, hash=False)
+    #: The row's version where the database has one (PostgreSQL's ``xmin``): how a read
+    #: knows the row was not written since, without its texts. Not part of what the
+    #: node is: a row written again with the same values is the same node.
+    row_version: int | None = field(default=None, compare=False)
 
 
 def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
@@ -264,49 +283,117 @@ class CellDatabaseReader(ReadOnlyDatabase):
         # kilobytes of JSON) held 85 MB of a worker at 50,000 nodes.
         self._parsed: dict[int, ComputeNodeData] = {}
         self._shared: dict[tuple[Any, ...], Any] = {}
+        # On PostgreSQL, in place of the digests: the last read's nodes by uuid, each
+        # with its row's version. A periodic read asks for the versions only (a few
+        # bytes a row, where the texts were 40 MB at 50,000 nodes and most of a
+        # read's CPU in every worker) and reads again the rows whose version moved.
+        self._by_uuid: dict[str, ComputeNodeData] = {}
 
     def read(self) -> tuple[list[ComputeNodeData], list[str]]:
         """The compute nodes of this cell and the problems found in their rows."""
+        with self.connect() as connection:
+            if _versioned(connection):
+                nodes, problems, changed = self._read_by_version(connection)
+            else:
+                nodes, problems = self._read_by_digest(connection)
+                changed = True
+        if changed:
+            # Only the texts some row still has.
+            used = {id(value) for node in nodes for value in (
+                node.cpu_info, node.numa_topology, node.pci_stats, node.supported_instances)}
+            self._shared = {key: value for key, value in self._shared.items()
+                            if id(value) in used}
+        return nodes, problems
+
+    def _read_by_digest(self, connection: Any) -> tuple[list[ComputeNodeData], list[str]]:
+        """Every row, each parsed unless the last read had a row with its digest."""
         sqlalchemy = sqlalchemy_module(self._option)
         nodes: list[ComputeNodeData] = []
         problems: list[str] = []
         last, parsed = self._parsed, dict[int, ComputeNodeData]()
-        shared = self._shared
-        with self.connect() as connection:
-            # Fetched a batch at a time (a server-side cursor where the driver has one)
-            # and parsed as they come: only the changed rows' texts live beyond their batch.
-            result = connection.execution_options(yield_per=READ_BATCH).execute(
-                sqlalchemy.text(QUERY))
-            for raw in result:
-                key = row_digest(raw)
-                node = last.get(key) if key is not None else None
-                if node is None:
-                    found, trouble = parse_rows([tuple(raw)], self.cell_uuid,
-                                                shared=shared)
-                    problems.extend(trouble)
-                    if not found:
-                        continue
-                    [node] = found
-                    if trouble:  # said again at the next read, as before
-                        key = None
-                if key is not None:
-                    parsed[key] = node
-                nodes.append(node)
+        # Fetched a batch at a time (a server-side cursor where the driver has one)
+        # and parsed as they come: only the changed rows' texts live beyond their batch.
+        result = connection.execution_options(yield_per=READ_BATCH).execute(
+            sqlalchemy.text(QUERY))
+        for raw in result:
+            key = row_digest(raw)
+            node = last.get(key) if key is not None else None
+            if node is None:
+                found, trouble = parse_rows([tuple(raw)], self.cell_uuid, shared=self._shared)
+                problems.extend(trouble)
+                if not found:
+                    continue
+                [node] = found
+                if trouble:  # said again at the next read, as before
+                    key = None
+            if key is not None:
+                parsed[key] = node
+            nodes.append(node)
         self._parsed = parsed
-        # Only the texts some row still has.
-        used = {id(value) for node in nodes for value in (
-            node.cpu_info, node.numa_topology, node.pci_stats, node.supported_instances)}
-        self._shared = {key: value for key, value in shared.items() if id(value) in used}
         return nodes, problems
+
+    def _read_by_version(self, connection: Any
+                         ) -> tuple[list[ComputeNodeData], list[str], bool]:
+        """PostgreSQL: the versions of every row, then the rows whose version moved
+        since the last read (every row at the first read, or when most moved); and
+        whether any row was read."""
+        sqlalchemy = sqlalchemy_module(self._option)
+        last = self._by_uuid
+        nodes: list[ComputeNodeData] = []
+        problems: list[str] = []
+        if last:
+            versions = connection.execute(sqlalchemy.text(VERSIONS_QUERY)).all()
+            moved = [uuid for uuid, version in versions
+                     if _unchanged(last, uuid, version) is None]
+            # A row without a uuid is named (by its node) only by a read of every row.
+            if (len(moved) <= len(versions) * CHANGED_SHARE
+                    and all(uuid for uuid, _ in versions)):
+                statement = sqlalchemy.text(VERSIONED_QUERY + ' AND uuid IN :uuids').bindparams(
+                    sqlalchemy.bindparam('uuids', expanding=True))
+                fresh: dict[Any, Sequence[Any]] = {}
+                for start in range(0, len(moved), CHANGED_BATCH):
+                    for raw in connection.execute(
+                            statement, {'uuids': moved[start:start + CHANGED_BATCH]}):
+                        fresh[raw[0]] = raw
+                for uuid, version in versions:
+                    raw = fresh.get(uuid)
+                    # Not read again: unchanged, or deleted since the versions were read.
+                    node = (_unchanged(last, uuid, version) if raw is None
+                            else self._versioned_node(raw, problems))
+                    if node is not None:
+                        nodes.append(node)
+                self._by_uuid = {node.provider_uuid: node for node in nodes}
+                return nodes, problems, bool(moved)
+        result = connection.execution_options(yield_per=READ_BATCH).execute(
+            sqlalchemy.text(VERSIONED_QUERY))
+        for raw in result:
+            node = _unchanged(last, raw[0], raw[-1]) or self._versioned_node(raw, problems)
+            if node is not None:
+                nodes.append(node)
+        self._by_uuid = {node.provider_uuid: node for node in nodes}
+        return nodes, problems, True
+
+    def _versioned_node(self, raw: Sequence[Any], problems: list[str]
+                        ) -> ComputeNodeData | None:
+        """A row of :data:`VERSIONED_QUERY` parsed, with its version unless a field of it
+        could not be parsed (then it is read, and said, again at the next read)."""
+        found, trouble = parse_rows([tuple(raw[:-1])], self.cell_uuid, shared=self._shared)
+        problems.extend(trouble)
+        if not found:
+            return None
+        [node] = found
+        return node if trouble else dataclasses.replace(node, row_version=raw[-1])
 
     def read_nodes(self, provider_uuids: Sequence[str]) -> tuple[list[ComputeNodeData], list[str]]:
         """:meth:`read`, for these compute nodes only (bound parameters)."""
         sqlalchemy = sqlalchemy_module(self._option)
-        statement = sqlalchemy.text(QUERY + ' AND uuid IN :uuids').bindparams(
-            sqlalchemy.bindparam('uuids', expanding=True))
         with self.connect() as connection:
+            versioned = _versioned(connection)
+            statement = sqlalchemy.text(
+                (VERSIONED_QUERY if versioned else QUERY) + ' AND uuid IN :uuids'
+            ).bindparams(sqlalchemy.bindparam('uuids', expanding=True))
             rows = connection.execute(statement, {'uuids': list(provider_uuids)}).all()
-        return self._nodes_of(rows)
+        return self._nodes_of(rows, versioned)
 
     def read_named(self, host: str | None, node: str | None
                    ) -> tuple[list[ComputeNodeData], list[str]]:
@@ -318,16 +405,25 @@ class CellDatabaseReader(ReadOnlyDatabase):
         sqlalchemy = sqlalchemy_module(self._option)
         conditions = {'host': host, 'hypervisor_hostname': node}
         named = {column: value for column, value in conditions.items() if value}
-        statement = QUERY + ''.join(f' AND {column} = :{column}' for column in named)
+        where = ''.join(f' AND {column} = :{column}' for column in named)
         with self.connect() as connection:
-            rows = connection.execute(sqlalchemy.text(statement), named).all()
-        return self._nodes_of(rows)
+            versioned = _versioned(connection)
+            rows = connection.execute(sqlalchemy.text(
+                (VERSIONED_QUERY if versioned else QUERY) + where), named).all()
+        return self._nodes_of(rows, versioned)
 
-    def _nodes_of(self, rows: Sequence[Sequence[Any]]) -> tuple[list[ComputeNodeData], list[str]]:
+    def _nodes_of(self, rows: Sequence[Sequence[Any]], versioned: bool = False
+                  ) -> tuple[list[ComputeNodeData], list[str]]:
         """:func:`parse_rows` for a read of some nodes: a row as the last whole read
         found it gives that read's node, not one parsed again, so that the catalog
         sees it unchanged (a request that asks for NUMA or PCI reads its candidates'
         rows again, mostly unchanged since the last whole read)."""
+        if versioned:
+            by_uuid = self._by_uuid   # replaced, never changed, by a periodic read
+            trouble: list[str] = []
+            return [node for raw in rows
+                    if (node := _unchanged(by_uuid, raw[0], raw[-1])
+                        or self._versioned_node(raw, trouble)) is not None], trouble
         last = self._parsed   # replaced, never changed, by a whole read on another thread
         nodes: list[ComputeNodeData] = []
         fresh: list[tuple[Any, ...]] = []
@@ -340,6 +436,19 @@ class CellDatabaseReader(ReadOnlyDatabase):
                 nodes.append(node)
         parsed, problems = parse_rows(fresh, self.cell_uuid, shared=self._shared)
         return nodes + parsed, problems
+
+
+def _versioned(connection: Any) -> bool:
+    """Whether the database gives each row's version (:data:`VERSIONS_QUERY`)."""
+    return bool(connection.dialect.name == 'postgresql')
+
+
+def _unchanged(last: dict[str, ComputeNodeData], uuid: Any, version: Any
+               ) -> ComputeNodeData | None:
+    """The node a read found for the row ``uuid`` when the row's version is still
+    ``version``; else None."""
+    node = last.get(str(uuid).lower())
+    return node if node is not None and node.row_version == version else None
 
 
 class CellDatabaseSync(PeriodicSync):

@@ -7,10 +7,15 @@ HostStates then carry the NUMA topology and PCI pools the filters judge.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import random
+import re
 import uuid
+from collections.abc import Iterator
 
 import pytest
+import sqlalchemy
 
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader, CellDatabaseSync
@@ -33,6 +38,7 @@ from tests.functional.cloud import add_host
 BIG = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'big.example.org'))
 SMALL = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'small.example.org'))
 GONE = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'gone.example.org'))
+UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 ROWS = [
     ComputeNodeRow(uuid=BIG, nodename='big.example.org', host='big', cpu_allocation_ratio=2.0,
                    numa_topology=two_cell_host(8192),
@@ -90,6 +96,117 @@ def test_even_credentials_that_may_write_get_a_read_only_session(cell_db: CellDa
     # The same session reads: only writes are refused.
     nodes, problems = reader.read()
     assert [n.service_host for n in nodes] == ['big'] and problems == []
+
+
+def test_a_read_finds_every_write_since_the_last_and_postgresql_sends_only_the_rows_written(
+        cell_db: CellDatabase):
+    untouched, gone, new = (str(uuid.uuid5(uuid.NAMESPACE_DNS, f'{name}.example.org'))
+                            for name in ('untouched', 'gone-later', 'new'))
+    # Enough rows not written that the ones written are fewer than CHANGED_SHARE of them.
+    others = [ComputeNodeRow(uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f'{i}.example.org')),
+                             nodename=f'{i}.example.org', host=f'other-{i}') for i in range(4)]
+    cell_db.insert([*ROWS[:2],
+                    ComputeNodeRow(uuid=untouched, nodename='untouched.example.org',
+                                   host='untouched', numa_topology=two_cell_host()),
+                    ComputeNodeRow(uuid=gone, nodename='gone-later.example.org',
+                                   host='gone-later'), *others])
+    reader = CellDatabaseReader(cell_db.reader_url)
+    before = {n.provider_uuid: n for n in reader.read()[0]}
+    # What nova-compute and nova-manage write between two reads: a claim on BIG's
+    # NUMA node, SMALL's row written again with the same values, a node deleted
+    # (soft, as Nova does) and one added.
+    cell_db.set_numa_topology(BIG, two_cell_host(4096))
+    cell_db.query_commit(f"UPDATE compute_nodes SET cpu_allocation_ratio = "
+                         f"cpu_allocation_ratio WHERE uuid = '{SMALL}'")
+    cell_db.query_commit(f"UPDATE compute_nodes SET deleted = id WHERE uuid = '{gone}'")
+    cell_db.insert([ComputeNodeRow(uuid=new, nodename='new.example.org', host='new')])
+
+    with statements_sent() as sent:
+        after = {n.provider_uuid: n for n in reader.read()[0]}
+
+    assert set(after) == {BIG, SMALL, untouched, new, *(o.uuid for o in others)}
+    assert after[BIG] != before[BIG]
+    assert after[BIG].numa_topology == cell_db_node(cell_db, BIG).numa_topology
+    assert after[SMALL] == before[SMALL]
+    assert after[untouched] is before[untouched]   # not parsed again
+    if cell_db.backend == 'postgresql':
+        versions, rows_written = sent
+        assert versions[0].startswith('SELECT uuid, CAST(CAST(xmin')
+        # The rows' texts again for the rows written only (SMALL's too: written is written).
+        assert 'numa_topology' in rows_written[0]
+        assert sorted(rows_written[1]) == sorted([BIG, SMALL, new])
+    else:
+        [(whole, _)] = sent   # every row, as before
+        assert whole.startswith('SELECT uuid, hypervisor_hostname')
+
+    # A request's read of its candidates gives the periodic read's node for a row not
+    # written since, on every backend.
+    assert reader.read_nodes([untouched])[0] == [after[untouched]]
+    assert reader.read_nodes([untouched])[0][0] is after[untouched]
+
+
+def test_a_kept_reader_reads_what_a_new_reader_reads_after_random_writes(cell_db: CellDatabase):
+    rng = random.Random(20261130)
+    topologies = [None, two_cell_host(), two_cell_host(4096),
+                  numa_topology_json(numa_cell(0, cpuset=[0, 1, 2, 3]))]
+    names = iter(range(10**6))
+
+    def row() -> ComputeNodeRow:
+        i = next(names)
+        return ComputeNodeRow(uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f'r{i}.example.org')),
+                              nodename=f'r{i}.example.org', host=f'r{i}',
+                              numa_topology=rng.choice(topologies))
+
+    live = [row() for _ in range(40)]
+    cell_db.insert(live)
+    kept = CellDatabaseReader(cell_db.reader_url)
+    kept.read()
+    for _ in range(6):
+        # Each round writes a few rows or most of them: both ways of reading again.
+        for r in rng.sample(live, rng.choice((1, 3, 8, 30))):
+            what = rng.random()
+            if what < 0.5:
+                cell_db.set_numa_topology(r.uuid, rng.choice(topologies[1:]))
+            elif what < 0.8:
+                cell_db.query_commit(f"UPDATE compute_nodes SET cpu_allocation_ratio = "
+                                     f"cpu_allocation_ratio WHERE uuid = '{r.uuid}'")
+            else:
+                cell_db.query_commit(f"UPDATE compute_nodes SET deleted = id "
+                                     f"WHERE uuid = '{r.uuid}'")
+                live.remove(r)
+        added = [row() for _ in range(rng.randint(0, 3))]
+        cell_db.insert(added)
+        live += added
+
+        nodes, problems = kept.read()
+        fresh, _ = CellDatabaseReader(cell_db.reader_url).read()
+        assert not problems
+        assert sorted(nodes, key=lambda n: n.provider_uuid) == sorted(
+            fresh, key=lambda n: n.provider_uuid)
+        assert {n.provider_uuid for n in nodes} == {r.uuid for r in live}
+
+
+@contextlib.contextmanager
+def statements_sent() -> Iterator[list[tuple[str, list[str]]]]:
+    """The SELECTs sent by any engine meanwhile, each with the uuids it names (bound, or
+    written into the statement as SQLAlchemy does for psycopg2's expanding lists)."""
+    sent: list[tuple[str, list[str]]] = []
+
+    def record(_conn, _cursor, statement, parameters, _context, _many):
+        if statement.lstrip().upper().startswith('SELECT'):
+            sent.append((statement, UUID.findall(f'{statement} {parameters!r}')))
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, 'before_cursor_execute', record)
+    try:
+        yield sent
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, 'before_cursor_execute', record)
+
+
+def cell_db_node(cell_db: CellDatabase, node_uuid: str):
+    """The node as a fresh reader finds it."""
+    [node] = CellDatabaseReader(cell_db.reader_url).read_nodes([node_uuid])[0]
+    return node
 
 
 def test_the_reader_user_may_only_select(cell_db: CellDatabase):
