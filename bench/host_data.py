@@ -16,7 +16,10 @@ Placement's tables (``deploy.seeded_deployment(n, direct=True)``), and beside it
   topology on a fifth of them and PCI pools on a tenth, ``deleted = 0``; and its
   ``services`` table, one nova-compute row per compute, each heartbeat
   (``last_seen_up``, ``updated_at``) written every 10 s as nova-compute's
-  service reports write it (a tenth of the rows each second, one ``UPDATE``).
+  service reports write it (a tenth of the rows each second, one ``UPDATE``); and
+  ``NODE_WRITES`` of the ``compute_nodes`` rows written again each second, as a
+  resource tracker writes its node's row when its usage moved (about the rate at
+  which the phases place instances).
 
 Then, on the same seeded Placement, with bench.view's workers, clients, workload
 and provider view (``_view_config``), one service per phase, all started at once
@@ -131,6 +134,8 @@ DEFAULT_SLICE = 10.0
 NUMA_SHARE = 0.2
 PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
+#: compute_nodes rows written each second (the module's doc).
+NODE_WRITES = 20
 #: Reads by host timed, after a first one, for each median of the setup's rows.
 BY_HOST_SAMPLES = 5
 #: nova-compute's ``report_interval``: how often each live compute sends its heartbeat.
@@ -475,6 +480,8 @@ class CellDatabase:
         from tests.fixtures.postgres_placement import POSTGRES_URL, _maintenance_connection
 
         self.database = f'bench_cell_{uuidlib.uuid4().hex[:10]}'
+        # Each second the rows whose id is this tick modulo this, NODE_WRITES of them.
+        self._node_cycle = max(1, len(cloud.hosts) // NODE_WRITES)
         self._admin = _maintenance_connection()
         with self._admin.cursor() as cursor:
             cursor.execute(f'CREATE DATABASE "{self.database}"')
@@ -552,7 +559,8 @@ class CellDatabase:
 
     def _report(self) -> None:
         """nova-compute's service reports: every compute writes its heartbeat every
-        ``REPORT_INTERVAL`` (10 s), here a tenth of them each second."""
+        ``REPORT_INTERVAL`` (10 s), here a tenth of them each second; and its resource
+        tracker's writes of the compute node, :data:`NODE_WRITES` rows a second."""
         connection = self.connect()
         connection.autocommit = True
         try:
@@ -563,6 +571,9 @@ class CellDatabase:
                         "UPDATE services SET last_seen_up = timezone('UTC', now()), "
                         "updated_at = timezone('UTC', now()), report_count = report_count + 1 "
                         'WHERE id %% 10 = %s AND report_count > 0', (tick % 10,))
+                    cursor.execute(
+                        "UPDATE compute_nodes SET updated_at = timezone('UTC', now()) "
+                        'WHERE id %% %s = %s', (self._node_cycle, tick % self._node_cycle))
                 tick += 1
         finally:
             connection.close()
