@@ -336,41 +336,41 @@ class CellDatabaseReader(ReadOnlyDatabase):
                          ) -> tuple[list[ComputeNodeData], list[str], bool]:
         """PostgreSQL: the versions of every row, then the rows whose version moved
         since the last read (every row at the first read, or when most moved); and
-        whether any row was read."""
+        whether any node changed, came or went."""
         sqlalchemy = sqlalchemy_module(self._option)
         last = self._by_uuid
         nodes: list[ComputeNodeData] = []
         problems: list[str] = []
         if last:
-            # Through the driver's own cursor: 50,000 rows made into SQLAlchemy's rows
-            # took as long as the rest of the read.
+            # Through the driver's own cursor, a batch at a time: 50,000 rows made into
+            # SQLAlchemy's rows took as long as the rest of the read. Each row gives its
+            # node when unchanged, else its uuid, read again below.
+            order: list[ComputeNodeData | str] = []
+            moved: list[str] = []
             cursor = connection.connection.cursor()
             try:
                 cursor.execute(VERSIONS_QUERY)
-                versions = cursor.fetchall()
+                while batch := cursor.fetchmany(READ_BATCH):
+                    for uuid, version in batch:
+                        node = _unchanged(last, uuid, version)
+                        if node is None:
+                            moved.append(uuid)
+                        order.append(node or uuid)
             finally:
                 cursor.close()
-            get = last.get
-            moved = [uuid for uuid, version in versions
-                     if (node := get(uuid)) is None or node.row_version != version]
             # A row without a uuid is named (by its node) only by a read of every row.
-            if (len(moved) <= len(versions) * CHANGED_SHARE
-                    and all(uuid for uuid, _ in versions)):
+            if len(moved) <= len(order) * CHANGED_SHARE and all(moved):
                 statement = sqlalchemy.text(VERSIONED_QUERY + ' AND uuid IN :uuids').bindparams(
                     sqlalchemy.bindparam('uuids', expanding=True))
-                fresh: dict[Any, Sequence[Any]] = {}
+                fresh: dict[str, ComputeNodeData | None] = {}
                 for start in range(0, len(moved), CHANGED_BATCH):
                     for raw in connection.execute(
                             statement, {'uuids': moved[start:start + CHANGED_BATCH]}):
-                        fresh[raw[0]] = raw
-                for uuid, version in versions:
-                    raw = fresh.get(uuid) if fresh else None
-                    # Not read again: unchanged, or deleted since the versions were read.
-                    node = (_unchanged(last, uuid, version) if raw is None
-                            else self._versioned_node(raw, problems))
-                    if node is not None:
-                        nodes.append(node)
-                changed = bool(moved) or len(nodes) != len(last)   # moved, or deleted
+                        fresh[raw[0]] = self._versioned_node(raw, problems)
+                # A uuid not read again was deleted since the versions were read.
+                nodes = [entry for entry in (
+                    fresh.get(e) if isinstance(e, str) else e for e in order) if entry]
+                changed = bool(moved) or len(nodes) != len(last)
                 if changed:
                     self._by_uuid = _by_uuid(nodes)
                 return nodes, problems, changed
@@ -454,8 +454,7 @@ def _versioned(connection: Any) -> bool:
 
 
 def _by_uuid(nodes: Iterable[ComputeNodeData]) -> dict[str, ComputeNodeData]:
-    """Nodes by uuid as the rows give it: Nova writes them in lower case, as the nodes
-    hold them (then the key is the node's own string)."""
+    """Nodes by their uuid, in lower case as Nova writes it (the node's own string)."""
     return {node.provider_uuid: node for node in nodes}
 
 
