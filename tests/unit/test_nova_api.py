@@ -221,6 +221,31 @@ def test_keys_taken_from_another_process_are_one_tuple_each_and_the_catalog_s_ho
         follower.parse_keys(nova_api.taken_keys([[1, 2], 'x']))
 
 
+def test_keys_taken_from_another_process_hold_one_string_per_status_state_and_reason():
+    keys = [(f'compute{i}', 'enabled', 'up', None, False, None) for i in range(4)] + [
+        ('compute8', 'disabled', 'up', 'maintenance', False, None),
+        ('compute9', 'disabled', 'down', 'maintenance', True, '2026-12-01T00:00:00.000000')]
+
+    taken = nova_api.taken_keys(json.loads(json.dumps(keys)))
+
+    assert taken == keys
+    for field in ('status', 'state', 'disabled_reason'):
+        i = nova_api.SERVICE_FIELDS.index(field)
+        first: dict[object, object] = {}
+        assert all(first.setdefault(key[i], key[i]) is key[i] for key in taken), field
+
+
+def test_a_key_with_a_field_that_cannot_be_a_state_is_taken_as_it_came_and_refused():
+    shipped = [['compute1', ['enabled'], 'up', None, False, None],
+               ['compute2', 'enabled', 'up', None, False, None]]
+
+    taken = nova_api.taken_keys(shipped)
+
+    assert taken == [tuple(key) for key in shipped]
+    with pytest.raises(NovaApiError):
+        nova_api.ServicesParser().parse_keys(taken)
+
+
 def test_the_service_hosts_of_an_answer_are_those_of_every_compute_record_it_decodes_to():
     rng = random.Random(9)
     hosts = [sys.intern(f'compute{i}') for i in range(10)] + ['compute0']
