@@ -49,6 +49,9 @@ class InstanceAttempt:
     weighed: Sequence[WeighedHost] = field(default_factory=list)
     #: True when a forced host (without a check type) skipped the filters, as in Nova
     filters_skipped: bool = False
+    #: Whether ``weighed`` keeps each weigher's share of every host's weight (see
+    #: :attr:`RequestTrace.weigher_shares`).
+    weigher_shares: bool = False
 
 
 @dataclass
@@ -64,9 +67,15 @@ class RequestTrace:
     prefilter_removed: dict[str, int] = field(default_factory=dict)
     attempts: list[InstanceAttempt] = field(default_factory=list)
     placement_error: str | None = None
+    #: Whether the weighing keeps each weigher's share of every host's weight, which
+    #: only an explanation shows: an array per weigher of every weighed host, held to
+    #: the end of the request (7.5 of the 25 MB a worker's requests held at its peak,
+    #: at 50,000 hosts: doc/performance.md).
+    weigher_shares: bool = False
 
     def new_attempt(self, index: int, hosts_in: int) -> InstanceAttempt:
-        attempt = InstanceAttempt(index=index, hosts_in=hosts_in)
+        attempt = InstanceAttempt(index=index, hosts_in=hosts_in,
+                                  weigher_shares=self.weigher_shares)
         self.attempts.append(attempt)
         return attempt
 

@@ -347,7 +347,7 @@ class SchedulerManager:
         """
         spec = copy.deepcopy(spec)
         uuids: list[str | None] = [None] * max(spec.num_instances, 1)
-        trace = RequestTrace(num_instances=len(uuids))
+        trace = RequestTrace(num_instances=len(uuids), weigher_shares=True)
         selections: list[list[Selection]] = []
         error: Exception | None = None
         with paused_gc():  # a request like any other (select_destinations says why)

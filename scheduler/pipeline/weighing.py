@@ -18,7 +18,8 @@ def weigh(weighers: Sequence[BaseHostWeigher], spec: RequestSpec, passed: HostVi
           attempt: InstanceAttempt, *, vectorised: bool = True) -> WeighedView:
     excluded: list[Exclusion] = []
     with metrics.stage('weighing'):
-        weighed = weigh_hosts(weighers, passed, spec, excluded=excluded, vectorised=vectorised)
+        weighed = weigh_hosts(weighers, passed, spec, excluded=excluded, vectorised=vectorised,
+                              shares=attempt.weigher_shares)
     attempt.weighed, attempt.exclusions = weighed, excluded
     if excluded:
         attempt.filter_steps.extend(exclusion_steps(excluded, len(passed)))

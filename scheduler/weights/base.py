@@ -198,7 +198,7 @@ _ALL_ZERO = np.zeros(0, dtype=np.float64)
 
 def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
                 spec_obj: RequestSpec, *, excluded: list[Exclusion] | None = None,
-                vectorised: bool = True) -> WeighedView:
+                vectorised: bool = True, shares: bool = True) -> WeighedView:
     """Weigh ``hosts`` (rows of a host table; other sequences become one) and
     order them best first (descending weight, ties in input order).
 
@@ -209,8 +209,9 @@ def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
     out of the result and appended to ``excluded`` when given; if one host is
     left after that, it is not weighed. With ``vectorised``, a weigher with
     trusted column-wise hooks weighs all rows at once; without, every weigher
-    weighs host by host. Raises :class:`WeigherError` naming the weigher when a
-    plugin raises.
+    weighs host by host. With ``shares``, each host's :attr:`WeighedHost.contributions`
+    say what each weigher added to its weight; without, they are empty. Raises
+    :class:`WeigherError` naming the weigher when a plugin raises.
     """
     view = as_view(hosts)
     table = view.table
@@ -239,10 +240,9 @@ def weigh_hosts(weighers: Sequence[BaseHostWeigher], hosts: Sequence[HostState],
         else:
             score = multipliers * normalized
             weights += score
-        if name in contributions:
-            contributions[name] = contributions[name] + score
-        else:
-            contributions[name] = score
+        if shares:
+            before = contributions.get(name)
+            contributions[name] = score if before is None else before + score
         if LOG.isEnabledFor(logging.DEBUG):
             shown = rows[:_LOG_HOSTS].tolist()
             per_row = np.broadcast_to(multipliers, rows.shape).tolist()

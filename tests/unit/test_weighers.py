@@ -6,6 +6,9 @@ import logging
 import pytest
 
 from scheduler.exceptions import WeigherError
+from scheduler.explain import InstanceAttempt, RequestTrace
+from scheduler.host_table import as_view
+from scheduler.pipeline.weighing import weigh
 from scheduler.weights.base import (
     BaseHostWeigher,
     WeighedHost,
@@ -136,6 +139,25 @@ def test_weights_are_the_sum_of_multiplier_times_normalised_value_per_weigher():
         {'RAMWeigher': 1.0, 'CPUWeigher': 1.0})
     assert by_name['big-ram'].weight == pytest.approx(2.25)
     assert order(weighed) == ['big-ram', 'big-cpu']
+
+
+def test_a_request_keeps_no_weigher_shares_and_weighs_exactly_as_one_that_does():
+    ram = configured(RAMWeigher, ram_weight_multiplier=2.0)
+    cpu = configured(CPUWeigher, cpu_weight_multiplier=1.0)
+    hosts = [make_host(f'h{n}', ram=(8192, 512 * n), vcpu=(8, n % 5)) for n in range(12)]
+    explained = InstanceAttempt(index=0, weigher_shares=True)
+    answered = InstanceAttempt(index=0)
+
+    with_shares = weigh([ram, cpu, NameNumberWeigher()], make_spec(), as_view(hosts), explained)
+    without = weigh([ram, cpu, NameNumberWeigher()], make_spec(), as_view(hosts), answered)
+
+    assert [(w.host.host, w.weight) for w in without] == [
+        (w.host.host, w.weight) for w in with_shares]
+    assert all(w.contributions == {} for w in without)
+    assert all(set(w.contributions) == {'RAMWeigher', 'CPUWeigher', 'NameNumberWeigher'}
+               for w in with_shares)
+    assert RequestTrace(weigher_shares=True).new_attempt(0, 12).weigher_shares
+    assert not RequestTrace().new_attempt(0, 12).weigher_shares
 
 
 def test_identical_hosts_score_one_per_resource_weigher_as_in_nova():
