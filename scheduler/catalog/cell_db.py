@@ -35,12 +35,13 @@ imported only when a connection is configured.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -110,9 +111,9 @@ class ComputeNodeData:
     hypervisor_version: int | None = None
     #: Shared by the nodes whose rows have the same text (read-only, as every field).
     cpu_info: dict[str, Any] = field(default_factory=dict, hash=False)
-    #: The row's version where the database has one (PostgreSQL's ``xmin``): how a read
-    #: knows the row was not written since, without its texts. Not part of what the
-    #: node is: a row written again with the same values is the same node.
+    #: The row's version (PostgreSQL's ``xmin``; elsewhere a digest of the row,
+    #: :func:`row_digest`): how a read knows the row was not written since. Not part of
+    #: what the node is: a row written again with the same values is the same node.
     row_version: int | None = field(default=None, compare=False)
 
 
@@ -275,19 +276,24 @@ class CellDatabaseReader(ReadOnlyDatabase):
                          connect_timeout=connect_timeout, query_timeout=query_timeout,
                          keep_connection=keep_connection)
         self.cell_uuid = cell_uuid
-        # The last whole read's rows, by digest, and their nodes: nova-compute writes
-        # each row every minute, mostly with the same topology and pools, and parsing
-        # ten thousand topologies again each time in every worker was most of this
-        # source's cost; an unchanged row gives the catalog the same node object.
-        # Keyed by a digest, not by the row: the rows' texts (a NUMA topology is
-        # kilobytes of JSON) held 85 MB of a worker at 50,000 nodes.
-        self._parsed: dict[int, ComputeNodeData] = {}
         self._shared: dict[tuple[Any, ...], Any] = {}
-        # On PostgreSQL, in place of the digests: the last read's nodes by uuid, each
-        # with its row's version. A periodic read asks for the versions only (a few
-        # bytes a row, where the texts were 40 MB at 50,000 nodes and most of a
-        # read's CPU in every worker) and reads again the rows whose version moved.
+        # The last whole read's nodes by uuid, each with its row's version: nova-compute
+        # writes each row every minute, mostly with the same topology and pools, and
+        # parsing ten thousand topologies again each time in every worker was most of
+        # this source's cost; an unchanged row gives the catalog the same node object.
+        # On PostgreSQL a periodic read asks for the versions only (a few bytes a row,
+        # where the texts were 40 MB at 50,000 nodes and most of a read's CPU in every
+        # worker) and reads again the rows whose version moved; elsewhere every row is
+        # read and its digest compared (the rows' texts themselves, a NUMA topology
+        # being kilobytes of JSON, held 85 MB of a worker at 50,000 nodes). Also what
+        # the sync applies of this cell: one index of the cell's nodes, not one here
+        # and another there (1.9 MB each at 50,000).
         self._by_uuid: dict[str, ComputeNodeData] = {}
+
+    def last_read(self) -> Mapping[str, ComputeNodeData]:
+        """The nodes of the last good whole read by uuid (empty before one; replaced,
+        never changed, by a read: not to be changed)."""
+        return self._by_uuid
 
     def read(self) -> tuple[list[ComputeNodeData], list[str]]:
         """The compute nodes of this cell and the problems found in their rows."""
@@ -306,31 +312,38 @@ class CellDatabaseReader(ReadOnlyDatabase):
         return nodes, problems
 
     def _read_by_digest(self, connection: Any) -> tuple[list[ComputeNodeData], list[str]]:
-        """Every row, each parsed unless the last read had a row with its digest."""
+        """Every row, each parsed unless the last read had its row with its digest."""
         sqlalchemy = sqlalchemy_module(self._option)
         nodes: list[ComputeNodeData] = []
         problems: list[str] = []
-        last, parsed = self._parsed, dict[int, ComputeNodeData]()
         # Fetched a batch at a time (a server-side cursor where the driver has one)
         # and parsed as they come: only the changed rows' texts live beyond their batch.
         result = connection.execution_options(yield_per=READ_BATCH).execute(
             sqlalchemy.text(QUERY))
         for raw in result:
-            key = row_digest(raw)
-            node = last.get(key) if key is not None else None
-            if node is None:
-                found, trouble = parse_rows([tuple(raw)], self.cell_uuid, shared=self._shared)
-                problems.extend(trouble)
-                if not found:
-                    continue
-                [node] = found
-                if trouble:  # said again at the next read, as before
-                    key = None
-            if key is not None:
-                parsed[key] = node
-            nodes.append(node)
-        self._parsed = parsed
+            node = self._digested_node(raw, problems)
+            if node is not None:
+                nodes.append(node)
+        self._by_uuid = _by_uuid(nodes)
         return nodes, problems
+
+    def _digested_node(self, raw: Sequence[Any], problems: list[str]
+                       ) -> ComputeNodeData | None:
+        """A row of :data:`QUERY`: the last whole read's node when it had the row with
+        the same digest, else the row parsed, with its digest unless a field of it could
+        not be parsed (then it is parsed, and said, again at the next read)."""
+        digest = row_digest(raw)
+        if digest is not None:
+            node = _unchanged(self._by_uuid, raw[0], digest)
+            if node is not None:
+                return node
+        found, trouble = parse_rows([tuple(raw)], self.cell_uuid, shared=self._shared)
+        problems.extend(trouble)
+        if not found:
+            return None
+        [node] = found
+        return node if trouble or digest is None else dataclasses.replace(
+            node, row_version=digest)
 
     def _read_by_version(self, connection: Any
                          ) -> tuple[list[ComputeNodeData], list[str], bool]:
@@ -428,24 +441,14 @@ class CellDatabaseReader(ReadOnlyDatabase):
         found it gives that read's node, not one parsed again, so that the catalog
         sees it unchanged (a request that asks for NUMA or PCI reads its candidates'
         rows again, mostly unchanged since the last whole read)."""
+        trouble: list[str] = []
         if versioned:
             by_uuid = self._by_uuid   # replaced, never changed, by a periodic read
-            trouble: list[str] = []
             return [node for raw in rows
                     if (node := _unchanged(by_uuid, raw[0], raw[-1])
                         or self._versioned_node(raw, trouble)) is not None], trouble
-        last = self._parsed   # replaced, never changed, by a whole read on another thread
-        nodes: list[ComputeNodeData] = []
-        fresh: list[tuple[Any, ...]] = []
-        for raw in rows:
-            key = row_digest(raw)
-            node = last.get(key) if key is not None else None
-            if node is None:
-                fresh.append(tuple(raw))
-            else:
-                nodes.append(node)
-        parsed, problems = parse_rows(fresh, self.cell_uuid, shared=self._shared)
-        return nodes + parsed, problems
+        return [node for raw in rows
+                if (node := self._digested_node(raw, trouble)) is not None], trouble
 
 
 def _versioned(connection: Any) -> bool:
@@ -481,16 +484,19 @@ class CellDatabaseSync(PeriodicSync):
         super().__init__(interval=interval)
         self._catalog = catalog
         self._readers = list(readers)
-        # reader label -> provider uuid -> its last good row
-        self._nodes: dict[str, dict[str, ComputeNodeData]] = {}
+        # What each cell said is its reader's last good whole read (last_read()), when
+        # that read began (by reader label), and the nodes read by uuid since then:
+        # provider uuid -> (when that read began, the reader's label, the node). Not
+        # an index of every node of its own (one of the reader's was enough: each was
+        # 1.9 MB of a worker at 50,000 nodes).
+        self._whole_read_at: dict[str, float] = {}
+        self._read_since: dict[str, tuple[float, str, ComputeNodeData]] = {}
         self._last_success: dict[str, float] = {}
         self.failures_in_a_row: dict[str, int] = {}
         self._max_age = max_age
         self._clock = clock
         # Serialises applying reads, so that an older read never replaces a newer one.
         self._apply_lock = threading.Lock()
-        # provider uuid -> (when its last applied read began, the reader that found it)
-        self._read_at: dict[str, tuple[float, str]] = {}
 
     def sync_once(self) -> bool:
         """One read of every cell; True when all of them were read."""
@@ -523,23 +529,30 @@ class CellDatabaseSync(PeriodicSync):
                 sum(1 for n in nodes if n.numa_topology is not None),
                 sum(1 for n in nodes if n.pci_stats is not None), time.monotonic() - started)
             with self._apply_lock:
-                # A node read for a request after this read began is newer than it.
-                fresher = {u for u, (at, _) in self._read_at.items() if at > started}
-                previous = self._nodes.get(label, {})
-                self._nodes[label] = {
-                    n.provider_uuid: previous.get(n.provider_uuid, n)
-                    if n.provider_uuid in fresher else n for n in nodes}
-                stamp = (started, label)  # one tuple for the read's 50,000 nodes, not one each
-                for node in nodes:
-                    if node.provider_uuid not in fresher:
-                        self._read_at[node.provider_uuid] = stamp
+                # A node read for a request after this read began is newer than it; one
+                # read by this reader before is not.
+                self._whole_read_at[label] = started
+                self._read_since = {uuid: read for uuid, read in self._read_since.items()
+                                    if read[0] > started or read[1] != label}
             self._last_success[label] = time.monotonic()
             self.failures_in_a_row[label] = 0
         with self._apply_lock:
-            self._catalog.apply_cell_db_nodes(
-                [node for reader in self._readers
-                 for node in self._nodes.get(reader.label, {}).values()])
+            # The later of two nodes of one provider is the one kept.
+            self._catalog.apply_cell_db_nodes(itertools.chain(
+                itertools.chain.from_iterable(r.last_read().values() for r in self._readers),
+                (node for _, _, node in self._read_since.values())))
         return all_read
+
+    def _read_at(self, provider_uuid: str) -> tuple[float | None, str | None]:
+        """When the last read that gave this node began, and the reader's label;
+        (None, None) for a node no read gave."""
+        since = self._read_since.get(provider_uuid)
+        if since is not None:
+            return since[0], since[1]
+        for reader in self._readers:
+            if provider_uuid in reader.last_read():
+                return self._whole_read_at.get(reader.label), reader.label
+        return None, None
 
     def fresh_nodes(self, provider_uuids: Iterable[str]) -> None:
         """Make these compute nodes' NUMA topology and PCI pools at most ``max_age``
@@ -555,7 +568,7 @@ class CellDatabaseSync(PeriodicSync):
         wanted_after = self._clock() - self._max_age
         stale: dict[str | None, list[str]] = {}
         for uuid in provider_uuids:
-            read_at, label = self._read_at.get(uuid, (None, None))
+            read_at, label = self._read_at(uuid)
             if read_at is None or read_at < wanted_after or not self._max_age:
                 stale.setdefault(label, []).append(uuid)
         if stale:
@@ -605,11 +618,9 @@ class CellDatabaseSync(PeriodicSync):
             LOG.warning('cell database %s: %s; that field is ignored', reader.label, problem)
         with self._apply_lock:
             newer = [n for n in nodes
-                     if self._read_at.get(n.provider_uuid, (started, ''))[0] <= started]
+                     if (at := self._read_at(n.provider_uuid)[0]) is None or at <= started]
             for node in newer:
-                self._read_at[node.provider_uuid] = (started, reader.label)
-            self._nodes.setdefault(reader.label, {}).update(
-                (n.provider_uuid, n) for n in newer)
+                self._read_since[node.provider_uuid] = (started, reader.label, node)
             self._catalog.add_cell_db_nodes(newer)
 
     def stop(self, timeout: float | None = None) -> None:

@@ -167,6 +167,27 @@ def test_the_catalog_prefers_the_cell_databases_numa_and_pci_data_to_the_files(t
     assert catalog.snapshot_stats()['cell_db_nodes'] == 2
 
 
+def test_a_file_record_without_a_uuid_finds_its_node_by_name_as_a_request_read_it(tmp_path):
+    """By name, whether a request's read replaced the node before or after a lookup by
+    name was first made of the cell databases' nodes."""
+    hosts_file = tmp_path / 'hosts.yaml'
+    hosts_file.write_text(HOSTS_FILE)
+    catalog = HostCatalog.from_file(str(hosts_file), default_cell_uuid=CELL_UUID)
+
+    def cn1_cpus():
+        [cn1] = catalog.find_nodes(None, 'cn1')
+        return cn1.numa_topology.cells[0].cpuset
+
+    catalog.apply_cell_db_nodes(parse_rows([row('cn1'), row('cn2')])[0])
+    assert cn1_cpus() == {0, 1}
+    catalog.add_cell_db_nodes(parse_rows([row('cn1', numa=OTHER_CELL)])[0])
+    assert cn1_cpus() == {5, 6}
+
+    catalog.apply_cell_db_nodes(parse_rows([row('cn1'), row('cn2')])[0])
+    catalog.add_cell_db_nodes(parse_rows([row('cn1', numa=OTHER_CELL)])[0])
+    assert cn1_cpus() == {5, 6}
+
+
 # Configuration -------------------------------------------------------------------------------
 
 def conf_with(**options):
@@ -367,6 +388,43 @@ def test_a_periodic_read_begun_earlier_never_replaces_a_row_a_request_read_later
 
     assert cpuset(catalog, 'cn1') == {5, 6}
     assert cpuset(catalog, 'cn2') == {0, 1}
+
+
+def test_a_node_a_request_read_later_stays_though_the_periodic_read_had_none_yet(tmp_path):
+    """A compute node added while a periodic read ran, and read for a request: the
+    periodic read, begun before, does not take it away again."""
+    catalog, clock = HostCatalog(default_cell_uuid=CELL_UUID), Clock()
+    path = tmp_path / 'cell1.db'
+    url = sqlite_cell(path, [row('cn1')], deleted=[row('cn2')])
+
+    def cn2_is_added_and_a_request_reads_it_meanwhile():
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE compute_nodes SET deleted = 0 WHERE hypervisor_hostname = 'cn2'")
+        clock.now += 1
+        sync.look_up([uuid_for('cn2')])
+
+    sync = CellDatabaseSync(
+        catalog, [CountingReader(url, cn2_is_added_and_a_request_reads_it_meanwhile)],
+        interval=60, max_age=0, clock=clock)
+    assert sync.sync_once()
+
+    assert cpuset(catalog, 'cn1') == cpuset(catalog, 'cn2') == {0, 1}
+
+
+def test_the_catalog_holds_the_reader_s_own_nodes_and_the_sync_no_copy_of_them(tmp_path):
+    """One index of a cell's nodes in a worker, the reader's: the sync keeps only when
+    that read began and the nodes read since (none here)."""
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    reader = CellDatabaseReader(sqlite_cell(tmp_path / 'cell1.db', [row('cn1'), row('cn2')]))
+    sync = CellDatabaseSync(catalog, [reader], interval=60, max_age=0)
+    assert sync.sync_once()
+
+    for name in ('cn1', 'cn2'):
+        node = reader.last_read()[uuid_for(name)]
+        assert catalog.record_for_provider(uuid_for(name), None).numa_topology is (
+            node.numa_topology)
+    assert not [v for v in vars(sync).values()
+                if isinstance(v, dict) and uuid_for('cn1') in v]
 
 
 def test_a_cell_that_cannot_be_read_for_a_request_leaves_the_last_good_rows(tmp_path, caplog):
