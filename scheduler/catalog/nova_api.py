@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid as uuidlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -170,6 +170,11 @@ class ServicesParser:
     """
 
     def __init__(self) -> None:
+        # The last read's states: by host, and by key for the keys of services other than
+        # up and enabled. A worker holds no key of a read beyond the read: an up, enabled
+        # service's key says nothing its last state does not, and 50,000 keys and an
+        # index of them were 8 MB of every worker.
+        self._last_result: dict[str, ServiceState] = {}
         self._last: dict[ServiceKey, ServiceState] = {}
         # For :meth:`parse_raw_with_keys`: the last read's records as the API wrote
         # them and their keys (None: not a nova-compute record), and the last
@@ -282,13 +287,19 @@ class ServicesParser:
         # A new record is checked whole, heartbeat included, the first time it is seen.
         services: dict[str, ServiceState] = {}
         unknown: list[str] = []
-        last, seen = self._last, {}
+        last, seen, before = self._last, {}, self._last_result
         for j, key in enumerate(keys):
-            try:
-                # 1 == True: a forced_down of another type must meet _service's check.
-                service = last.get(key) if type(key[4]) is bool else None
-            except TypeError:  # an unhashable value: _service says what is wrong with it
-                service = None
+            usual = _usual_key(key)
+            if usual:
+                service = before.get(key[0])
+                if service is not None and not _usual_state(service):
+                    service = None
+            else:
+                try:
+                    # 1 == True: a forced_down of another type must meet _service's check.
+                    service = last.get(key) if type(key[4]) is bool else None
+                except TypeError:  # an unhashable value: _service says what is wrong with it
+                    service = None
             if service is None:
                 parsed = _service(item_of(j) if item_of is not None
                                   else dict(zip(SERVICE_FIELDS, key, strict=True)), where(j))
@@ -296,11 +307,36 @@ class ServicesParser:
                     unknown.append(key[0])
                     continue
                 service = parsed
-            seen[key] = service
+            if not usual:
+                seen[key] = service
             previous = services.get(service.host)
             services[service.host] = service if previous is None else _worse(previous, service)
-        self._last = seen
+        self._last, self._last_result = seen, services
         return services, unknown
+
+
+def _usual_key(key: ServiceKey) -> bool:
+    """Whether a key is an up, enabled service's, with no reason (exactly: ``0`` is not
+    ``False``, and another type of host is for :func:`_service` to refuse)."""
+    return (type(key[0]) is str and key[4] is False and key[3] is None and key[5] is None
+            and key[2] == 'up' and key[1] == 'enabled')
+
+
+def _usual_state(state: ServiceState) -> bool:
+    """Whether a state is what :func:`_service` makes of a :func:`_usual_key`."""
+    return (state.up and not state.disabled and state.disabled_reason is None
+            and not state.forced_down and state.updated_at is None)
+
+
+def keys_digest(keys: Sequence[ServiceKey]) -> int | None:
+    """A digest of a read's keys, for a worker to tell whether a read of its own moved
+    any from the last it holds without holding that read's keys (None: a key has a
+    value that has no hash). Python's own hash: 64 bits, never compared across
+    processes."""
+    try:
+        return hash((len(keys), tuple(keys)))
+    except TypeError:
+        return None
 
 
 def taken_keys(keys: Any) -> Any:

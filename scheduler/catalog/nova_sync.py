@@ -409,13 +409,14 @@ class NovaSync(PeriodicSync):
         self._services_lock = threading.Lock()
         self._services_read_at: float | None = None  # when the last services read began
         # The reads of the other workers of this service, and which of their
-        # changes this worker holds (its keys: what it compares its own reads with).
+        # changes this worker holds (a digest of its keys, what it compares its own
+        # reads with: the keys themselves were 5 MB of a worker at 50,000 services).
         self._shared = shared
         # How long a request waits for the service's reader before this worker
         # reads in its turn instead.
         self._reader_wait = reader_wait
         self._held_change: int | None = None
-        self._held_keys: list[tuple[Any, ...]] | None = None
+        self._held_digest: int | None = None
         self._slow_reads = Throttle(clock=clock)
         self._slow_syncs = Throttle(clock=clock)
         # The cell databases' word on which compute nodes they hold (None: no
@@ -566,7 +567,8 @@ class NovaSync(PeriodicSync):
                             'taken (%s); reading the services itself instead', e)
             else:
                 self._catalog.apply_service_states(services, unknown)
-                self._held_change, self._held_keys = published.change, keys
+                self._held_change = published.change
+                self._held_digest = nova_api.keys_digest(keys)
                 self._services_read_at = published.read_at
                 return
         started = self._clock()
@@ -579,13 +581,15 @@ class NovaSync(PeriodicSync):
         note_services_read(self._clock() - started, self._slow_reads,
                            from_api=reads_from_api(self._services, self._reader))
         try:
-            published = self._shared.publish_read(started, keys, self._held_change,
-                                                  self._held_keys)
-            self._held_change, self._held_keys = published.change, keys
+            digest = nova_api.keys_digest(keys)
+            published = self._shared.publish_read(
+                started, keys, self._held_change,
+                digest is not None and digest == self._held_digest)
+            self._held_change, self._held_digest = published.change, digest
         except OSError as e:
             LOG.warning('the compute services read could not be handed to the other '
                         'workers (%s); they read their own', e)
-            self._held_change = self._held_keys = None
+            self._held_change = self._held_digest = None
         self._catalog.apply_service_states(services, unknown)
         self._services_read_at = started
 

@@ -60,7 +60,8 @@ class Publisher:
             if published.read_at is not None and published.read_at >= started:
                 return published.read_at   # a worker's read, begun after this one
             try:
-                published = self._shared.publish_read(started, keys, self._change, self._keys)
+                published = self._shared.publish_read(started, keys, self._change,
+                                                      keys == self._keys)
             except OSError as e:
                 LOG.warning('the compute services read could not be published (%s)', e)
                 self._change = self._keys = None

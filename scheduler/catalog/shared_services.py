@@ -189,12 +189,12 @@ class SharedReads:
         return Published(change, read_at)
 
     def publish_read(self, read_at: float, keys: list, held_change: int | None,
-                     held_keys: list | None) -> Published:
+                     same_keys: bool) -> Published:
         """A read begun at ``read_at`` whose keys are ``keys``, by a reader that holds
-        change ``held_change`` with keys ``held_keys`` (in :meth:`turn` only): keys
-        unlike those are a change, and so may be any when another reader's change
-        came since; the keys are written only then."""
-        changed = self.published().change != held_change or keys != held_keys
+        change ``held_change`` (in :meth:`turn` only), ``same_keys`` when they are those
+        of that change: other keys are a change, and so may be any when another
+        reader's change came since; the keys are written only then."""
+        changed = self.published().change != held_change or not same_keys
         return self.publish(read_at, keys if changed else None)
 
     # ---------------------------------------------------------- the service's reader

@@ -213,12 +213,45 @@ def test_keys_taken_from_another_process_are_one_tuple_each_and_the_catalog_s_ho
 
     assert taken == keys
     assert follower.parse_keys(taken) == (services, unknown)
-    assert all(key is held for key, held in zip(taken, follower._last, strict=True))
+    # The parser remembers the keys of the services other than up and enabled, as taken.
+    unusual = [key for key in taken if key[1:] != ('enabled', 'up', None, False, None)]
+    assert unusual and len(unusual) < len(taken)
+    assert all(key is held for key, held in zip(unusual, follower._last, strict=True))
     assert [key for key in taken if key[0] == host][0][0] is host
     # What is not a list of keys is left for the parser to refuse.
     assert nova_api.taken_keys({'a': 1}) == {'a': 1}
     with pytest.raises(NovaApiError):
         follower.parse_keys(nova_api.taken_keys([[1, 2], 'x']))
+
+
+def test_an_up_enabled_service_s_state_is_found_by_host_and_no_key_of_it_is_kept():
+    parser = nova_api.ServicesParser()
+    keys = [(f'compute{i}', 'enabled', 'up', None, False, None) for i in range(3)] + [
+        ('compute9', 'disabled', 'down', 'maintenance', True, '2026-12-01T00:00:00.000000')]
+    first, _ = parser.parse_keys([list(k) for k in keys])
+
+    again, _ = parser.parse_keys([list(k) for k in keys])
+
+    assert all(again[host] is first[host] for host in first)
+    assert list(parser._last) == [keys[3]]
+    # A usual key is one exactly: forced_down 0 is not false, and is refused as before.
+    with pytest.raises(NovaApiError):
+        parser.parse_keys([['compute0', 'enabled', 'up', None, 0, None]])
+    # The state a usual key finds by host must be a usual one: a host disabled at the
+    # last read and enabled since is enabled.
+    moved, _ = parser.parse_keys([['compute9', 'enabled', 'up', None, False, None]])
+    assert moved['compute9'] == nova_api.ServiceState('compute9', up=True)
+
+
+def test_a_digest_of_keys_tells_a_read_that_moved_from_one_that_did_not():
+    keys = [(f'compute{i}', 'enabled', 'up', None, False, None) for i in range(3)]
+    same = [tuple(k) for k in json.loads(json.dumps(keys))]
+    moved = keys[:2] + [('compute2', 'disabled', 'up', None, False, None)]
+
+    assert nova_api.keys_digest(same) == nova_api.keys_digest(keys)
+    assert nova_api.keys_digest(moved) != nova_api.keys_digest(keys)
+    assert nova_api.keys_digest(keys[:2]) != nova_api.keys_digest(keys)
+    assert nova_api.keys_digest([('compute0', [1], 'up', None, False, None)]) is None
 
 
 def test_keys_taken_from_another_process_hold_one_string_per_status_state_and_reason():
