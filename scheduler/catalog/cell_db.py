@@ -41,7 +41,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -290,7 +290,7 @@ class CellDatabaseReader(ReadOnlyDatabase):
         # and another there (1.9 MB each at 50,000).
         self._by_uuid: dict[str, ComputeNodeData] = {}
 
-    def last_read(self) -> Mapping[str, ComputeNodeData]:
+    def last_read(self) -> dict[str, ComputeNodeData]:
         """The nodes of the last good whole read by uuid (empty before one; replaced,
         never changed, by a read: not to be changed)."""
         return self._by_uuid
@@ -537,10 +537,15 @@ class CellDatabaseSync(PeriodicSync):
             self._last_success[label] = time.monotonic()
             self.failures_in_a_row[label] = 0
         with self._apply_lock:
-            # The later of two nodes of one provider is the one kept.
-            self._catalog.apply_cell_db_nodes(itertools.chain(
-                itertools.chain.from_iterable(r.last_read().values() for r in self._readers),
-                (node for _, _, node in self._read_since.values())))
+            if len(self._readers) == 1 and not self._read_since:
+                # One cell, and no node read since: its reader's index, not a copy.
+                self._catalog.apply_cell_db_nodes(self._readers[0].last_read())
+            else:
+                # The later of two nodes of one provider is the one kept.
+                self._catalog.apply_cell_db_nodes(itertools.chain(
+                    itertools.chain.from_iterable(r.last_read().values()
+                                                  for r in self._readers),
+                    (node for _, _, node in self._read_since.values())))
         return all_read
 
     def _read_at(self, provider_uuid: str) -> tuple[float | None, str | None]:

@@ -425,6 +425,8 @@ def test_the_catalog_holds_the_reader_s_own_nodes_and_the_sync_no_copy_of_them(t
             node.numa_topology)
     assert not [v for v in vars(sync).values()
                 if isinstance(v, dict) and uuid_for('cn1') in v]
+    # One cell: the catalog's index of its nodes is the reader's.
+    assert catalog._cell_db.by_provider is reader.last_read()
 
 
 def test_a_cell_that_cannot_be_read_for_a_request_leaves_the_last_good_rows(tmp_path, caplog):
