@@ -64,7 +64,8 @@ slice shares, which at 50,000 providers outweighs the rest: ``--one-at-a-time``
 then runs each phase's service alone, for all its ``seconds``, in the order above).
 The hosts file stays configured in every phase, so that only the sources added
 differ. Each phase's rows: throughput, p50 and p99, errors (NoValidHost apart),
-each worker's peak resident memory (``VmHWM``, after its last slice), the GETs of
+each worker's peak resident memory (``VmHWM``, after its last slice) and what it holds
+once that slice's clients stopped (``VmRSS``), the GETs of
 ``/os-services`` per request and the stand-in's own time for them.
 No metric of the service times its wait for the services' state (it happens
 before the ``host_states`` stage), so that wait shows only as the latency it adds
@@ -122,6 +123,7 @@ from bench.view import (
     kinds_for,
     peak_rss_mb,
     query_kind,
+    status_mb,
 )
 from tests.fixtures import nova_api_samples as samples
 from tests.fixtures.fake_nova import TOKEN, FakeNova
@@ -711,6 +713,10 @@ class Measured:
     #: GET /allocation_candidates in Placement's log during the slice, by kind
     #: (bench.view.query_kind)
     placement_gets: Counter
+    #: each worker's resident memory (VmRSS) once the slice's clients stopped and its
+    #: claims were deleted, MB: what it holds idle, where the peak adds what requests
+    #: in flight at once hold
+    resident: list[float]
 
 
 @dataclass
@@ -795,9 +801,11 @@ def _slice(name: str, service: PhaseService, dep: deploy.Deployment, nova: Compu
     placement_gets = Counter(query_kind(c.query, kinds) for c in log.read_new()
                              if c.kind == 'GET a_c')
     deploy.delete_consumers(dep.url, phase.consumers)
+    workers = service.svc.worker_pids()
     return Measured(phase, len(phase.consumers) + sum(phase.errors.values()),
                     gets_after - gets_before, seconds_after - seconds_before, cores, elapsed,
-                    peak_rss_mb(service.svc.worker_pids()), outcomes, placement_gets)
+                    peak_rss_mb(workers), outcomes, placement_gets,
+                    status_mb(workers, 'VmRSS'))
 
 
 #: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
@@ -859,6 +867,12 @@ def _rows(n: int, name: str, measured: list[Measured], baseline: float | None,
     if peaks:
         rows.append(Row(f'{label}, peak memory per worker (VmHWM)', n, max(peaks), unit='MB',
                         note='each worker: ' + ', '.join(f'{p:.0f}' for p in peaks) + ' MB'))
+    resident = measured[-1].resident
+    if resident:
+        rows.append(Row(f'{label}, memory per worker after the window (VmRSS)', n,
+                        max(resident), unit='MB',
+                        note='each worker: ' + ', '.join(f'{r:.0f}' for r in resident)
+                             + ' MB, its clients stopped and their claims deleted'))
     rows.extend(_placement_rows(n, label, measured, nested))
     if name != 'baseline':
         rows.append(Row(f'{label}, GET /os-services per request', n,

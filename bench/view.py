@@ -522,15 +522,21 @@ def _read_back(dep: deploy.Deployment) -> tuple[int, int]:
 
 def peak_rss_mb(pids: list[int]) -> list[float]:
     """Each process's peak resident memory (VmHWM), MB."""
-    peaks = []
+    return status_mb(pids, 'VmHWM')
+
+
+def status_mb(pids: list[int], field: str) -> list[float]:
+    """Each process's ``field`` of ``/proc/<pid>/status`` (a size in kB), MB; a process
+    gone is left out."""
+    values = []
     for pid in pids:
         try:
             for line in open(f'/proc/{pid}/status'):
-                if line.startswith('VmHWM:'):
-                    peaks.append(int(line.split()[1]) / 1024)
+                if line.startswith(f'{field}:'):
+                    values.append(int(line.split()[1]) / 1024)
         except OSError:
             continue
-    return peaks
+    return values
 
 
 def _regret_samples(dep: deploy.Deployment, client: Any, config: Any, count: int,

@@ -43,6 +43,8 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
         peak = rows[f'host data: {phase}, peak memory per worker (VmHWM)']
         assert peak['ours_ms'] > 30, peak
         assert len(peak['note'].split(', ')) == host_data.DEFAULT_WORKERS, peak
+        idle = rows[f'host data: {phase}, memory per worker after the window (VmRSS)']
+        assert 30 < idle['ours_ms'] <= peak['ours_ms'], (idle, peak)
     assert rows['host data: stand-in GET /os-services alone (client side)']['ours_ms'] > 0
     assert rows['host data: cell database services, first read alone']['ours_ms'] > 0
     assert rows['host data: cell database services, next read alone']['ours_ms'] > 0
