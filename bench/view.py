@@ -84,6 +84,7 @@ from typing import Any
 from bench import cpu, deploy
 from bench.cli import notes, rows_per_size, settings_from, settings_parser
 from bench.e2e import SERVICE_MICROVERSION, _closed_loop, _Phase, _phase_note, claim_first_of
+from bench.memory import read_memory
 from bench.report import Row, render, write_json
 from bench.synthetic import SyntheticHost, SyntheticProvider
 from scheduler.conf.scheduler import nova_opts, service_opts
@@ -526,15 +527,13 @@ def peak_rss_mb(pids: list[int]) -> list[float]:
 
 
 def status_mb(pids: list[int], field: str) -> list[float]:
-    """Each process's ``field`` of ``/proc/<pid>/status`` (a size in kB), MB; a process
-    gone is left out."""
+    """Each process's ``VmHWM`` or ``VmRSS`` (``field``, :func:`bench.memory.read_memory`),
+    MB; a process gone is left out."""
     values = []
     for pid in pids:
         try:
-            for line in open(f'/proc/{pid}/status'):
-                if line.startswith(f'{field}:'):
-                    values.append(int(line.split()[1]) / 1024)
-        except OSError:
+            values.append(read_memory(pid)[field])
+        except (OSError, KeyError):
             continue
     return values
 

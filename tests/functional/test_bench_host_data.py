@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from bench import deploy, host_data
 from tests.fixtures.postgres_placement import require_or_skip
 
@@ -92,6 +90,6 @@ def test_the_nested_workload_runs_with_the_host_data_sources_and_counts_what_pla
         assert all(e == '0' for *_, e in per_kind), placed
         gets = rows[f'host data: {phase}, GET /allocation_candidates per request']
         sent, answered = map(int, re.match(r'(\d+) GETs for (\d+) requests', gets['note']).groups())
-        # The row's value is written to three decimals, and at 30 hosts a request the view
-        # finds no host for goes to Placement: the ratio need not be 0.
-        assert answered > 0 and gets['ours_ms'] == pytest.approx(sent / answered, abs=5e-4), gets
+        # The row's value is written to three decimals (bench.report), and at 30 hosts a
+        # request the view finds no host for goes to Placement: the ratio need not be 0.
+        assert answered > 0 and gets['ours_ms'] == round(sent / answered, 3), gets
