@@ -57,7 +57,7 @@ from typing import Any
 from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.hosts_child import read_hosts_file
 from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid
-from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState
+from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState, ServiceStates
 from scheduler.exceptions import CatalogError
 from scheduler.host_state import HostRecord
 from scheduler.objects.spec import Aggregate
@@ -525,6 +525,9 @@ class HostCatalog:
         updates cast up to then are superseded by the snapshot; later ones stay
         on top of it. Deletions by cast always stay (see the module docstring).
         """
+        if not isinstance(snapshot.services, ServiceStates):
+            snapshot = dataclasses.replace(snapshot,
+                                           services=ServiceStates.of(snapshot.services))
         with self._lock:
             old, aggregates = self._nova, self._aggregates
             for agg_uuid in [u for u in self._cast_aggregates
@@ -572,19 +575,19 @@ class HostCatalog:
             LOG.debug('compute service states applied: %d services, %d changed',
                       len(services), changed)
 
-    def service_states(self) -> Mapping[str, ServiceState]:
+    def service_states(self) -> ServiceStates:
         """The compute services' state the catalog holds, by service host (not to be
         changed: the catalog's own mapping)."""
-        return self._nova.snapshot.services
+        return ServiceStates.of(self._nova.snapshot.services)
 
     def update_service_states(self, fresh: Mapping[str, ServiceState]) -> int:
         """Some services' state, read after the catalog's: each replaces the one held
         for its host (the others are kept); how many of them differed."""
         with self._lock:
-            held = self._nova.snapshot.services
+            held = ServiceStates.of(self._nova.snapshot.services)
             moved = {host: state for host, state in fresh.items() if held.get(host) != state}
             if moved:
-                self._apply_service_states({**held, **moved},
+                self._apply_service_states(held.updated(moved),
                                            self._nova.snapshot.unknown_services)
         return len(moved)
 
@@ -599,14 +602,14 @@ class HostCatalog:
         if (applied is not None and applied[0] is services and applied[1] is self._nova
                 and snapshot.unknown_services == tuple(unknown)):
             return None
-        changed = _services_moved(snapshot.services, services)
+        # The read's own states, not a copy (its maker keeps them only to hand them back
+        # unchanged, ServicesParser): a copy was 2.2 MB of a worker at 50,000 services.
+        held = ServiceStates.of(services)
+        changed = _services_moved(snapshot.services, held)
         if not changed and snapshot.unknown_services == tuple(unknown):
             self._services_applied = (services, self._nova)
             return 0
         self._changed(changed if snapshot.unknown_services == tuple(unknown) else None)
-        # The read's own dict, not a copy (its maker keeps it only to hand it back
-        # unchanged, ServicesParser): a copy was 2.2 MB of a worker at 50,000 services.
-        held = services if type(services) is dict else dict(services)
         self._nova = _NovaLayer(dataclasses.replace(
             snapshot, services=held, unknown_services=tuple(unknown)), self._nova.applied)
         if changed:
@@ -819,11 +822,18 @@ def _services_moved(old: Mapping[str, ServiceState],
                     new: Mapping[str, ServiceState]) -> set[str]:
     """The hosts whose records the move from ``old`` to ``new`` services' states changes
     (added, gone, or a field a record takes moved)."""
-    # The parser hands back the same object for a record that did not move.
-    moved = {host for host, service in new.items()
-             if (before := old.get(host)) is not service
-             and (before is None or _service_fields(before) != _service_fields(service))}
-    moved.update(old.keys() - new.keys())
+    old, new = ServiceStates.of(old), ServiceStates.of(new)
+    # A host up and enabled on both sides has the same record; the others are few.
+    hosts = set(old.other.keys() | new.other.keys())
+    if old.usual is not new.usual:
+        hosts.update(old.usual ^ new.usual)
+    moved = set()
+    for host in hosts:
+        # The parser hands back the same object for a state that did not move.
+        before, after = old.get(host), new.get(host)
+        if before is not after and (before is None or after is None
+                                    or _service_fields(before) != _service_fields(after)):
+            moved.add(host)
     return moved
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from scheduler.catalog.nova_api import (
     ServiceKey,
     ServicesParser,
     ServiceState,
+    ServiceStates,
 )
 from scheduler.catalog.readonly_db import sqlalchemy_module
 from scheduler.conf.cell_database import GROUP
@@ -133,16 +134,16 @@ class CellServicesReader:
         self._clock = clock
         self._parser = ServicesParser()
         self._cells: dict[str, _CellServices] = {}
-        self._last: tuple[dict[str, ServiceState], list[str], list[ServiceKey]] | None = None
+        self._last: tuple[ServiceStates, list[str], list[ServiceKey]] | None = None
         # The reads by host's two statements (usual rows, unusual rows), built once per
         # dialect.
         self._by_host: dict[str, tuple[Any, Any]] = {}
 
-    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
+    def read_services(self) -> tuple[ServiceStates, list[str]]:
         services, unknown, _ = self.read_service_keys()
         return services, unknown
 
-    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str], list[ServiceKey]]:
+    def read_service_keys(self) -> tuple[ServiceStates, list[str], list[ServiceKey]]:
         """Every cell's services: (state by host, hosts of no cell, the keys); NovaApiError
         when a cell cannot be read (the read failed: nothing of it is applied)."""
         now = self._clock()
@@ -160,20 +161,20 @@ class CellServicesReader:
         self._last = services, unknown, keys
         return self._last
 
-    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
+    def states_of_keys(self, keys: Any) -> tuple[ServiceStates, list[str]]:
         return self._parser.parse_keys(keys)
 
-    def usual_again(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+    def usual_again(self, hosts: Collection[str]) -> Mapping[str, ServiceState]:
         """Of ``hosts`` (held as disabled or down), the services now up and enabled
         with no reason, and their states; NovaApiError when a cell cannot be read."""
         return self._read_hosts(hosts, usual=True)
 
-    def unusual_now(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+    def unusual_now(self, hosts: Collection[str]) -> Mapping[str, ServiceState]:
         """Of ``hosts``, the services now disabled, forced down, silent or with a
         reason, and their states; NovaApiError when a cell cannot be read."""
         return self._read_hosts(hosts, usual=False)
 
-    def _read_hosts(self, hosts: Collection[str], *, usual: bool) -> dict[str, ServiceState]:
+    def _read_hosts(self, hosts: Collection[str], *, usual: bool) -> Mapping[str, ServiceState]:
         """The rows of ``hosts`` found by the table's unique key on host, binary and
         deleted (a read that costs the same at 100 services as at 100,000), only those
         that are ``usual`` or only those that are not: in a healthy cloud, none."""

@@ -23,6 +23,7 @@ import datetime
 import json
 import uuid as uuidlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -73,6 +74,75 @@ class ServiceState:
         return self.updated_at or NEVER
 
 
+class ServiceStates(Mapping[str, ServiceState]):
+    """The compute services' states by host, as one read found them (read-only).
+
+    In a healthy cloud nearly every service is up and enabled with no reason, and
+    such a service's :class:`ServiceState` says nothing its host does not: those
+    are held as their hosts alone (:attr:`usual`), and a state is made for one when
+    asked for; the others as states (:attr:`other`). A state per host and a dict of
+    them were about 6 MB of every worker at 50,000 computes, and each request reads
+    only a few of them.
+    """
+
+    __slots__ = ('usual', 'other')
+
+    def __init__(self, usual: AbstractSet[str] = frozenset(),
+                 other: Mapping[str, ServiceState] | None = None):
+        #: The hosts of the services up and enabled with no reason, not forced down.
+        self.usual = usual
+        #: Every other service's state, by host (none of its hosts is in ``usual``).
+        self.other: Mapping[str, ServiceState] = other if other is not None else {}
+
+    @classmethod
+    def of(cls, states: Mapping[str, ServiceState]) -> ServiceStates:
+        """``states`` as a :class:`ServiceStates` (itself when it is one)."""
+        if isinstance(states, ServiceStates):
+            return states
+        usual = {host for host, state in states.items() if _usual_state(state)}
+        return cls(usual, {host: state for host, state in states.items()
+                           if host not in usual})
+
+    def updated(self, states: Mapping[str, ServiceState]) -> ServiceStates:
+        """These states with ``states`` in place of theirs for the same hosts."""
+        usual, other = set(self.usual), dict(self.other)
+        for host, state in states.items():
+            if _usual_state(state):
+                usual.add(host)
+                other.pop(host, None)
+            else:
+                usual.discard(host)
+                other[host] = state
+        return ServiceStates(usual, other)
+
+    def __getitem__(self, host: str) -> ServiceState:
+        state = self.other.get(host)
+        if state is not None:
+            return state
+        if host in self.usual:
+            return ServiceState(host, True)
+        raise KeyError(host)
+
+    def get(self, host: str, default: Any = None) -> Any:
+        state = self.other.get(host)
+        if state is not None:
+            return state
+        return ServiceState(host, True) if host in self.usual else default
+
+    def __contains__(self, host: object) -> bool:
+        return host in self.other or host in self.usual
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.usual
+        yield from self.other
+
+    def __len__(self) -> int:
+        return len(self.usual) + len(self.other)
+
+    def __repr__(self) -> str:
+        return f'ServiceStates({len(self.usual)} up and enabled, other={dict(self.other)!r})'
+
+
 @dataclass(frozen=True)
 class HypervisorInfo:
     """One compute node as GET /os-hypervisors/detail reported it."""
@@ -91,7 +161,7 @@ class NovaSnapshot:
     """Everything one sync read; applied to the catalog as a whole."""
 
     aggregates: tuple[Aggregate, ...] = ()
-    services: Mapping[str, ServiceState] = field(default_factory=dict)  # by service host
+    services: Mapping[str, ServiceState] = field(default_factory=ServiceStates)  # by host
     hypervisors: tuple[HypervisorInfo, ...] = ()
     #: Services Nova could not describe (down cells answer status UNKNOWN).
     unknown_services: tuple[str, ...] = ()
@@ -132,7 +202,7 @@ def parse_aggregates(body: Any) -> list[Aggregate]:
 # ------------------------------------------------------------------ services
 
 
-def parse_services(body: Any) -> tuple[dict[str, ServiceState], list[str]]:
+def parse_services(body: Any) -> tuple[ServiceStates, list[str]]:
     """``GET /os-services`` -> (nova-compute services by host, hosts Nova could not describe).
 
     Other binaries are ignored (the query asks for nova-compute only, but a
@@ -153,9 +223,10 @@ class ServicesParser:
     again (before every request, by default).
 
     Each nova-compute record becomes a key, its fields as the API gave them
-    (:data:`SERVICE_FIELDS`), and a key seen at the last read gives the same
-    :class:`ServiceState` object as then, without being validated and parsed
-    again: parsing every record again cost several times the JSON decoding
+    (:data:`SERVICE_FIELDS`), and a key seen at the last read is not validated and
+    parsed again (an up, enabled service's gives its host to the read's
+    :class:`ServiceStates`, another's the same :class:`ServiceState` object as
+    then): parsing every record again cost several times the JSON decoding
     (335 against 71 ms of CPU for 50,000 services; 99 ms remembering the last
     read, with 2% of them sending a heartbeat in between: ``python -m
     bench.services_parse``). An up service's key and state
@@ -170,25 +241,25 @@ class ServicesParser:
     """
 
     def __init__(self) -> None:
-        # The last read's states: by host, and by key for the keys of services other than
-        # up and enabled. A worker holds no key of a read beyond the read: an up, enabled
-        # service's key says nothing its last state does not, and 50,000 keys and an
-        # index of them were 8 MB of every worker.
-        self._last_result: dict[str, ServiceState] = {}
+        # The last read's states, and by key those of services other than up and
+        # enabled. A worker holds no key of a read beyond the read: an up, enabled
+        # service's key says nothing its host in the last read does not, and 50,000
+        # keys and an index of them were 8 MB of every worker.
+        self._last_result = ServiceStates()
         self._last: dict[ServiceKey, ServiceState] = {}
         # For :meth:`parse_raw_with_keys`: the last read's records as the API wrote
         # them and their keys (None: not a nova-compute record), and the last
         # read's keys and result.
         self._raw: tuple[list[bytes], list[Any]] = ([], [])
         self._last_read: tuple[list[ServiceKey] | None,
-                               tuple[dict[str, ServiceState], list[str]]] = (None, ({}, []))
+                               tuple[ServiceStates, list[str]]] = (None, (ServiceStates(), []))
 
-    def parse(self, body: Any) -> tuple[dict[str, ServiceState], list[str]]:
+    def parse(self, body: Any) -> tuple[ServiceStates, list[str]]:
         services, unknown, _ = self.parse_with_keys(body)
         return services, unknown
 
     def parse_raw_with_keys(self, raw: bytes
-                            ) -> tuple[dict[str, ServiceState], list[str], list[ServiceKey]]:
+                            ) -> tuple[ServiceStates, list[str], list[ServiceKey]]:
         """:meth:`parse_with_keys` of the answer's bytes, without decoding the
         records the last read held byte for byte.
 
@@ -251,7 +322,7 @@ class ServicesParser:
         return (*result, keys)
 
     def _parse_decoded(self, raw: bytes
-                       ) -> tuple[dict[str, ServiceState], list[str], list[ServiceKey]]:
+                       ) -> tuple[ServiceStates, list[str], list[ServiceKey]]:
         self._raw = ([], [])
         try:
             body = json.loads(raw)
@@ -260,7 +331,7 @@ class ServicesParser:
         return self.parse_with_keys(body)
 
     def parse_with_keys(self, body: Any
-                        ) -> tuple[dict[str, ServiceState], list[str], list[ServiceKey]]:
+                        ) -> tuple[ServiceStates, list[str], list[ServiceKey]]:
         keys, where, items = [], [], []
         for i, item in enumerate(_list_in(body, 'services')):
             if not isinstance(item, dict):
@@ -273,7 +344,7 @@ class ServicesParser:
         return (*self._states(keys, lambda j: f'services[{where[j]}]', items.__getitem__),
                 keys)
 
-    def parse_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
+    def parse_keys(self, keys: Any) -> tuple[ServiceStates, list[str]]:
         """The states of keys another parser's :meth:`parse_with_keys` gave
         (validated again: they crossed a process boundary)."""
         if not isinstance(keys, list) or not all(
@@ -283,17 +354,21 @@ class ServicesParser:
 
     def _states(self, keys: list[ServiceKey], where: Callable[[int], str],
                 item_of: Callable[[int], Mapping[str, Any]] | None = None
-                ) -> tuple[dict[str, ServiceState], list[str]]:
+                ) -> tuple[ServiceStates, list[str]]:
         # A new record is checked whole, heartbeat included, the first time it is seen.
-        services: dict[str, ServiceState] = {}
+        usual: set[str] = set()
+        other: dict[str, ServiceState] = {}
         unknown: list[str] = []
-        last, seen, before = self._last, {}, self._last_result
+        last, seen, before = self._last, {}, self._last_result.usual
         for j, key in enumerate(keys):
-            usual = _usual_key(key)
-            if usual:
-                service = before.get(key[0])
-                if service is not None and not _usual_state(service):
-                    service = None
+            usual_key = _usual_key(key)
+            if usual_key:
+                host = key[0]
+                if host in before:
+                    if host not in other:
+                        usual.add(host)
+                    continue
+                service = None
             else:
                 try:
                     # 1 == True: a forced_down of another type must meet _service's check.
@@ -307,12 +382,22 @@ class ServicesParser:
                     unknown.append(key[0])
                     continue
                 service = parsed
-            if not usual:
+            if not usual_key:
                 seen[key] = service
-            previous = services.get(service.host)
-            services[service.host] = service if previous is None else _worse(previous, service)
-        self._last, self._last_result = seen, services
-        return services, unknown
+            host = service.host
+            if _usual_state(service):
+                if host not in other:
+                    usual.add(host)
+                continue
+            # Two services of one host name (two cells): the more cautious view.
+            previous = other.get(host)
+            if previous is None and host in usual:
+                usual.discard(host)
+                previous = ServiceState(host, True)
+            other[host] = service if previous is None else _worse(previous, service)
+        result = ServiceStates(usual, other)
+        self._last, self._last_result = seen, result
+        return result, unknown
 
 
 def _usual_key(key: ServiceKey) -> bool:

@@ -28,7 +28,13 @@ from scheduler.catalog import nova_api
 from scheduler.catalog.catalog import HostCatalog
 from scheduler.catalog.cell_db import cell_readers_from_conf
 from scheduler.catalog.cell_services import CellServicesReader
-from scheduler.catalog.nova_api import HypervisorInfo, NovaApiError, NovaSnapshot, ServiceState
+from scheduler.catalog.nova_api import (
+    HypervisorInfo,
+    NovaApiError,
+    NovaSnapshot,
+    ServiceState,
+    ServiceStates,
+)
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.catalog.shared_services import Checked, SharedReads
 from scheduler.conf.cell_database import GROUP as CELL_GROUP
@@ -133,20 +139,20 @@ def check_microversion(value: str) -> str:
 class ServicesSource(Protocol):
     """What the read of the compute services' state before a request reads from."""
 
-    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]: ...
+    def read_services(self) -> tuple[ServiceStates, list[str]]: ...
 
-    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
+    def read_service_keys(self) -> tuple[ServiceStates, list[str],
                                          list[nova_api.ServiceKey]]: ...
 
-    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]: ...
+    def states_of_keys(self, keys: Any) -> tuple[ServiceStates, list[str]]: ...
 
 
 class ServicesByHost(Protocol):
     """A source whose rows can also be read a few hosts at a time."""
 
-    def usual_again(self, hosts: Collection[str]) -> dict[str, ServiceState]: ...
+    def usual_again(self, hosts: Collection[str]) -> Mapping[str, ServiceState]: ...
 
-    def unusual_now(self, hosts: Collection[str]) -> dict[str, ServiceState]: ...
+    def unusual_now(self, hosts: Collection[str]) -> Mapping[str, ServiceState]: ...
 
 
 def _unusual(state: ServiceState) -> bool:
@@ -158,9 +164,10 @@ def _unusual(state: ServiceState) -> bool:
 def silent_majority(services: Mapping[str, ServiceState]) -> list[str]:
     """The hosts down for want of a heartbeat (not forced down), when they are more than
     half of the services that are not forced down; else none."""
-    heard = [s for s in services.values() if not s.forced_down]
+    states = ServiceStates.of(services)
+    heard = [s for s in states.other.values() if not s.forced_down]
     silent = [s.host for s in heard if not s.up]
-    return silent if len(silent) * 2 > len(heard) else []
+    return silent if len(silent) * 2 > len(heard) + len(states.usual) else []
 
 
 class CheckedCellServices:
@@ -189,11 +196,11 @@ class CheckedCellServices:
         #: Whether the reads go to the compute API, the rows having been found wanting.
         self.from_api = False
 
-    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
+    def read_services(self) -> tuple[ServiceStates, list[str]]:
         services, unknown, _ = self.read_service_keys()
         return services, unknown
 
-    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
+    def read_service_keys(self) -> tuple[ServiceStates, list[str],
                                          list[nova_api.ServiceKey]]:
         if self.from_api:
             return self._api.read_service_keys()
@@ -238,7 +245,7 @@ class CheckedCellServices:
                   'to say so.', len(silent), up)
         return answer
 
-    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
+    def states_of_keys(self, keys: Any) -> tuple[ServiceStates, list[str]]:
         return (self._api if self.from_api else self._cells).states_of_keys(keys)
 
     @property
@@ -246,10 +253,10 @@ class CheckedCellServices:
         """Whether the reads by host read the rows: not once they were found wanting."""
         return not self.from_api
 
-    def usual_again(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+    def usual_again(self, hosts: Collection[str]) -> Mapping[str, ServiceState]:
         return self._cells.usual_again(hosts)
 
-    def unusual_now(self, hosts: Collection[str]) -> dict[str, ServiceState]:
+    def unusual_now(self, hosts: Collection[str]) -> Mapping[str, ServiceState]:
         return self._cells.unusual_now(hosts)
 
     def service_hosts(self) -> set[str] | None:
@@ -299,19 +306,19 @@ class NovaComputeReader:
                                f'pages of {self._page_size}; refusing to page on')
         return hypervisors
 
-    def read_services(self) -> tuple[dict[str, ServiceState], list[str]]:
+    def read_services(self) -> tuple[ServiceStates, list[str]]:
         """``GET /os-services?binary=nova-compute``: (state by service host, hosts in
         down cells)."""
         services, unknown, _ = self.read_service_keys()
         return services, unknown
 
-    def read_service_keys(self) -> tuple[dict[str, ServiceState], list[str],
+    def read_service_keys(self) -> tuple[ServiceStates, list[str],
                                          list[nova_api.ServiceKey]]:
         """:meth:`read_services` and the read's keys, for the workers sharing it."""
         raw = self._get_raw('/os-services', {'binary': nova_api.COMPUTE_BINARY})
         return self._services.parse_raw_with_keys(raw)
 
-    def states_of_keys(self, keys: Any) -> tuple[dict[str, ServiceState], list[str]]:
+    def states_of_keys(self, keys: Any) -> tuple[ServiceStates, list[str]]:
         """The states of another worker's read (its keys)."""
         return self._services.parse_keys(keys)
 
@@ -510,7 +517,8 @@ class NovaSync(PeriodicSync):
         read failed: then every row is read."""
         held = self._catalog.service_states()
         if self._unusual is None or self._unusual[0] is not held:
-            self._unusual = held, [host for host, state in held.items() if _unusual(state)]
+            self._unusual = held, [host for host, state in held.other.items()
+                                   if _unusual(state)]
         hosts = self._unusual[1]
         if len(hosts) > max(MAX_HOSTS_READ_AGAIN, len(held) * READ_AGAIN_SHARE):
             return False

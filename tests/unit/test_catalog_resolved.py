@@ -8,13 +8,14 @@ next request the moment it changes.
 from __future__ import annotations
 
 import datetime
+import random
 import textwrap
 import types
 
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.hosts_file import parse_hosts
-from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState
+from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState, ServiceStates
 
 CELL = '00000000-0000-0000-0000-000000000001'
 RP1 = '0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f01'
@@ -122,16 +123,50 @@ def test_a_services_read_keeps_every_record_whose_service_state_did_not_change()
 
 def test_a_services_read_is_held_as_given_not_copied():
     """At 50,000 services a copy of the read was 2.2 MB of every worker; a mapping
-    of another type is still taken as a dict of its own."""
+    of another type is taken as states of the catalog's own, equal to it."""
     catalog = HostCatalog(default_cell_uuid=CELL)
-    read = {'compute-01': ServiceState('compute-01', up=True, disabled=True)}
+    read = ServiceStates({'compute-02'},
+                         {'compute-01': ServiceState('compute-01', up=True, disabled=True)})
     catalog.apply_service_states(read)
     assert catalog.service_states() is read
 
     proxy = types.MappingProxyType({'compute-01': ServiceState('compute-01', up=True)})
     catalog.apply_service_states(proxy)
-    assert type(catalog.service_states()) is dict
+    assert type(catalog.service_states()) is ServiceStates
     assert catalog.service_states() == proxy
+    assert catalog.service_states().usual == {'compute-01'}
+
+
+def test_a_services_read_moves_exactly_the_hosts_whose_state_a_record_shows_moved():
+    """Up and enabled services are held by host alone: comparing two reads held so
+    must name the same hosts as comparing them state by state."""
+    rng = random.Random(3)
+    now = datetime.datetime(2026, 11, 24, tzinfo=datetime.timezone.utc)
+    hosts = [f'compute-{i:02}' for i in range(8)]
+
+    def state_of(host):
+        return rng.choice([
+            ServiceState(host, up=True), ServiceState(host, up=True, updated_at=now),
+            ServiceState(host, up=True, disabled=True),
+            ServiceState(host, up=True, disabled=True, disabled_reason='maintenance'),
+            ServiceState(host, up=False, updated_at=now), ServiceState(host, up=False),
+            ServiceState(host, up=False, forced_down=True, updated_at=now)])
+
+    def fields(state):
+        return None if state is None else (state.disabled, state.disabled_reason,
+                                           state.forced_down, state.last_seen_up)
+
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    held: dict[str, ServiceState] = {}
+    for _ in range(300):
+        read = {h: state_of(h) for h in hosts if rng.random() < 0.85}
+        version = catalog.versions()
+        catalog.apply_service_states(ServiceStates.of(read) if rng.random() < 0.7 else read)
+        moved = catalog.changed_hosts_since(version)
+        assert (moved or set()) == {h for h in held.keys() | read.keys()
+                                    if fields(held.get(h)) != fields(read.get(h))}
+        assert dict(catalog.service_states().items()) == read
+        held = read
 
 
 def test_the_same_services_read_applied_again_after_a_sync_is_the_state_again():

@@ -84,6 +84,59 @@ def test_one_host_name_in_two_cells_takes_the_more_cautious_state():
     assert (twin.up, twin.disabled, twin.disabled_reason) == (False, True, 'r')
 
 
+def test_up_and_enabled_services_are_held_by_host_alone_and_read_as_states():
+    body = {'services': [samples.compute_service('a'), samples.compute_service('b'),
+                         samples.compute_service('c', disabled=True, reason='r')]}
+    services, _ = nova_api.parse_services(body)
+    assert services.usual == {'a', 'b'} and set(services.other) == {'c'}
+    assert services['a'] == nova_api.ServiceState('a', up=True)
+    assert services.get('c').disabled_reason == 'r'
+    assert services.get('z') is None and 'z' not in services and 'a' in services
+    assert sorted(services) == ['a', 'b', 'c'] and len(services) == 3
+    with pytest.raises(KeyError):
+        services['z']
+
+
+def _record_by_record(body):
+    """Each host's state from its records alone, the more cautious of a host's two: what
+    a read means, however it is held."""
+    states = {}
+    for i, item in enumerate(body['services']):
+        if item.get('binary') != nova_api.COMPUTE_BINARY:
+            continue
+        state = nova_api._service(item, f'services[{i}]')
+        if state is not None:
+            held = states.get(state.host)
+            states[state.host] = state if held is None else nova_api._worse(held, state)
+    return states
+
+
+def test_a_read_held_by_host_alone_is_every_host_s_state_record_by_record():
+    rng = random.Random(23)
+    hosts = [f'compute{i}' for i in range(12)] + ['compute0', 'compute3']  # two in two cells
+    parser = nova_api.ServicesParser()
+    for _ in range(300):
+        body = _services_read(rng, hosts)
+        for service in body['services']:
+            if rng.random() < 0.05 and service.get('status') == 'enabled':
+                service['disabled_reason'] = ''     # no reason, written as an empty one
+        services, _ = parser.parse(body)
+        assert dict(services.items()) == _record_by_record(body)
+        assert not services.usual & services.other.keys()
+        assert not any(nova_api._usual_state(s) for s in services.other.values())
+
+
+def test_states_updated_move_hosts_between_held_by_host_and_held_as_states():
+    state = nova_api.ServiceState
+    states = nova_api.ServiceStates({'a', 'b'}, {'c': state('c', up=False)})
+    after = states.updated({'a': state('a', up=True, disabled=True), 'c': state('c', up=True),
+                            'd': state('d', up=True)})
+    assert after.usual == {'b', 'c', 'd'} and dict(after.other) == {
+        'a': state('a', up=True, disabled=True)}
+    assert states.usual == {'a', 'b'} and set(states.other) == {'c'}   # left as it was
+    assert nova_api.ServiceStates.of(dict(after.items())) == after
+
+
 @pytest.mark.parametrize('change', [{'state': 'sideways'}, {'status': 'paused'},
                                     {'forced_down': 'no'}, {'updated_at': 'yesterday'},
                                     {'host': ''}])
@@ -127,7 +180,7 @@ def test_an_unchanged_record_gives_the_same_state_and_an_up_service_s_heartbeat_
     for service in body['services']:
         service['updated_at'] = '2012-10-29T13:42:15.000000'
     second, _ = parser.parse(body)
-    assert second['compute1'] is first['compute1']          # up: its heartbeat is not kept
+    assert 'compute1' in second.usual                       # up: its heartbeat is not kept
     assert second['compute2'] is not first['compute2']      # down: its last heartbeat is
     assert second['compute2'].last_seen_up == datetime.datetime(2012, 10, 29, 13, 42, 15,
                                                                 tzinfo=UTC)
@@ -232,7 +285,8 @@ def test_an_up_enabled_service_s_state_is_found_by_host_and_no_key_of_it_is_kept
 
     again, _ = parser.parse_keys([list(k) for k in keys])
 
-    assert all(again[host] is first[host] for host in first)
+    assert again.usual == {'compute0', 'compute1', 'compute2'}    # by host, no state each
+    assert again['compute9'] is first['compute9']
     assert list(parser._last) == [keys[3]]
     # A usual key is one exactly: forced_down 0 is not false, and is refused as before.
     with pytest.raises(NovaApiError):
