@@ -518,18 +518,25 @@ class HostCatalog:
         with self._lock:
             return self._cast_seq
 
-    def apply_nova_snapshot(self, snapshot: NovaSnapshot, *, cast_mark: int) -> None:
+    def apply_nova_snapshot(self, snapshot: NovaSnapshot, *, cast_mark: int,
+                            keep_services: bool = False) -> None:
         """Replace the previous snapshot with ``snapshot``, atomically.
 
         ``cast_mark`` is :meth:`cast_mark` taken before the read began: aggregate
         updates cast up to then are superseded by the snapshot; later ones stay
         on top of it. Deletions by cast always stay (see the module docstring).
+        ``keep_services``: the services' state (and the hosts of down cells) stay
+        those the catalog holds, whatever the snapshot says of them.
         """
         if not isinstance(snapshot.services, ServiceStates):
             snapshot = dataclasses.replace(snapshot,
                                            services=ServiceStates.of(snapshot.services))
         with self._lock:
             old, aggregates = self._nova, self._aggregates
+            if keep_services:
+                snapshot = dataclasses.replace(
+                    snapshot, services=old.snapshot.services,
+                    unknown_services=old.snapshot.unknown_services)
             for agg_uuid in [u for u in self._cast_aggregates
                              if self._cast_seq_by_uuid.get(u, 0) <= cast_mark]:
                 del self._cast_aggregates[agg_uuid]

@@ -220,11 +220,27 @@ class CellServicesReader:
         self._by_host[dialect] = rows.where(sqlalchemy.not_(unusual)), rows.where(unusual)
         return self._by_host[dialect]
 
-    def service_hosts(self) -> set[str] | None:
-        """Every cell's nova-compute service hosts at the last read; None before one."""
-        if not self._cells:
+    def service_hosts(self, *, read: bool = False) -> set[str] | None:
+        """Every cell's nova-compute service hosts at the last read of every row; None
+        before one, unless ``read``: then, with no such read held, the hosts read now,
+        alone (a worker that takes its reads from the service's reader holds none, and
+        keeps nothing of this one); NovaApiError when a cell cannot be read."""
+        if self._cells:
+            return {host for cell in self._cells.values() for host in cell.hosts}
+        if not read:
             return None
-        return {host for cell in self._cells.values() for host in cell.hosts}
+        sqlalchemy = sqlalchemy_module(f'[{GROUP}] connections')
+        table = _table(sqlalchemy)
+        hosts = sqlalchemy.select(table.c.host).where(
+            table.c.deleted == 0, table.c.binary == COMPUTE_BINARY)
+        found: set[str] = set()
+        for reader in self._readers:
+            try:
+                with reader.connect() as connection:
+                    found.update(interned(row[0]) for row in connection.execute(hosts))
+            except CellDatabaseError as e:
+                raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
+        return found
 
     def _read(self, reader: CellDatabaseReader, now: datetime.datetime,
               last: _CellServices | None) -> tuple[_CellServices, bool]:

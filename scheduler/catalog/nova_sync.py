@@ -259,10 +259,11 @@ class CheckedCellServices:
     def unusual_now(self, hosts: Collection[str]) -> Mapping[str, ServiceState]:
         return self._cells.unusual_now(hosts)
 
-    def service_hosts(self) -> set[str] | None:
-        """The compute service hosts the last read of the rows named; None when the
-        rows were never read, or are not read any more."""
-        return None if self.from_api else self._cells.service_hosts()
+    def service_hosts(self, *, read: bool = False) -> set[str] | None:
+        """The compute service hosts the last read of the rows named (with ``read``,
+        read now when none is held); None when the rows were never read, or are not
+        read any more."""
+        return None if self.from_api else self._cells.service_hosts(read=read)
 
 
 class NovaComputeReader:
@@ -433,6 +434,9 @@ class NovaSync(PeriodicSync):
         self.cells_hold_every_node = False
         self._checked_at: float | None = None
         self._list_next = False
+        # Whether this sync's snapshot leaves the catalog its services' state (the one the
+        # reads before requests keep: _with_cell_services); set by each sync.
+        self._services_kept = False
         # This worker's own last check, as the workers of a service share theirs
         # (Checked: its failures in a row, and when the last began); None: none yet.
         self._own_check: Checked | None = None
@@ -616,6 +620,7 @@ class NovaSync(PeriodicSync):
         take it."""
         mark = self._catalog.cast_mark()
         started = self._clock()
+        self._services_kept = False
         checking = self._cell_databases_have is not None and (
             not self.cells_hold_every_node or self._checked_at is None or self._list_next
             or started - self._checked_at >= HYPERVISOR_CHECK_EVERY)
@@ -638,16 +643,18 @@ class NovaSync(PeriodicSync):
             return False
         if checking and checked_at is not None:
             self._checked_at = checked_at
-        self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark)
-        with self._services_lock:
-            self._services_read_at = max(self._services_read_at or started, started)
+        self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark,
+                                          keep_services=self._services_kept)
+        if not self._services_kept:
+            with self._services_lock:
+                self._services_read_at = max(self._services_read_at or started, started)
         if snapshot.unknown_services:
             LOG.warning('compute API sync: no data for %d compute service(s) in down cells '
                         '(%s); they keep what the hosts file says', len(snapshot.unknown_services),
                         ', '.join(sorted(snapshot.unknown_services)[:10]))
         log = LOG.info if self.failures_in_a_row or self.last_success is None else LOG.debug
         log('compute API sync: %d aggregates, %d compute services, %s in %.1fs',
-            len(snapshot.aggregates), len(snapshot.services),
+            len(snapshot.aggregates), len(self._catalog.service_states()),
             'hypervisors from the cell databases' if self.cells_hold_every_node
             else f'{len(snapshot.hypervisors)} hypervisors', time.monotonic() - started)
         took = self._clock() - started
@@ -743,8 +750,20 @@ class NovaSync(PeriodicSync):
         """``snapshot`` with the services' state of the cell databases, which hold every
         compute node the compute API lists (their services tables then say what
         ``GET /os-services`` would, without nova-api serialising every service for
-        every worker every sync: 5.4 s at 10,000)."""
+        every worker every sync: 5.4 s at 10,000).
+
+        A worker of a service with several takes the state the reads before requests
+        keep (the service's reader's read, at most ``scan_every`` seconds old, or one
+        taken in its turn), and the catalog keeps it (:attr:`_services_kept`): a read
+        of every row of its own each sync left each worker holding a whole read's keys
+        and states, about 8 MB at 50,000 computes, beside the read it takes from the
+        reader."""
         with self._services_lock:
+            if self._shared is not None:
+                now = self._clock()
+                self._read_every_row(now if self._max_age is None else now - self._scan_every)
+                self._services_kept = True
+                return snapshot
             services, unknown = self._services.read_services()
         return dataclasses.replace(snapshot, services=services,
                                    unknown_services=tuple(unknown))
@@ -786,11 +805,7 @@ class NovaSync(PeriodicSync):
         if hosts is None:
             return None
         with self._services_lock:
-            known = hosts()
-            if known is None:
-                self._services.read_services()
-                known = hosts()
-        return known
+            return cast('set[str] | None', hosts(read=True))
 
     def look_up(self, provider_uuids: Sequence[str]) -> None:
         """The compute API's word on nodes no sync has seen yet (HostLookup).

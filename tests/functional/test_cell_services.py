@@ -111,3 +111,23 @@ def test_between_scans_the_rows_of_a_few_hosts_are_read_by_host(cell_db, chunk, 
 
     assert {h: (s.up, s.disabled) for h, s in again.items()} == {'cn-off': (True, False)}
     assert {h: (s.up, s.forced_down) for h, s in now.items()} == {'cn-up': (False, True)}
+
+
+def test_the_hosts_alone_read_by_a_reader_that_holds_no_read_are_every_live_compute(cell_db):
+    """The hourly check of a worker that takes its reads from the service's reader: the
+    hosts, and nothing kept of them."""
+    for host in ('cn1', 'cn2', 'cn3'):
+        cell_db.insert_service(host, last_seen_up=ago(5), created_at=ago(3600))
+    cell_db.insert_service('cn-off', last_seen_up=ago(900), created_at=ago(3600),
+                           disabled=True, disabled_reason='maintenance')
+    cell_db.insert_service('cn-gone', last_seen_up=ago(5), created_at=ago(3600), deleted=True)
+    cell_db.insert_service('cond', binary='nova-conductor', last_seen_up=ago(5),
+                           created_at=ago(3600))
+    reader = CellServicesReader([CellDatabaseReader(cell_db.reader_url)], down_time=60)
+
+    assert reader.service_hosts() is None
+    assert reader.service_hosts(read=True) == {'cn1', 'cn2', 'cn3', 'cn-off'}
+    assert reader.service_hosts() is None
+
+    reader.read_services()
+    assert reader.service_hosts() == reader.service_hosts(read=True) == set(read(cell_db))
