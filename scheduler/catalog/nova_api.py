@@ -194,8 +194,12 @@ def parse_aggregates(body: Any) -> list[Aggregate]:
         hosts = item.get('hosts') or []
         if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
             raise NovaApiError(f'{where}.hosts: expected a list of host names, got {hosts!r}')
+        # The hosts' names as the catalog's other sources hold them: an availability zone
+        # names every host, and its names decoded anew at every sync were a worker's own
+        # copy of 50,000 strings, two while an older snapshot is still referenced.
         result.append(Aggregate(id=agg_id, uuid=agg_uuid, name=name,
-                                hosts=list(dict.fromkeys(hosts)), metadata=metadata))
+                                hosts=list(dict.fromkeys(map(interned, hosts))),
+                                metadata=metadata))
     return result
 
 

@@ -25,6 +25,15 @@ def test_aggregates_keep_uuid_id_name_hosts_and_string_metadata():
     assert ssd.hosts == ['compute1', 'compute2']
 
 
+def test_an_aggregate_s_hosts_are_the_one_string_of_each_name_every_read_shares():
+    # Each sync decodes the answer anew; an availability zone names every host.
+    first = nova_api.parse_aggregates(json.loads(json.dumps(samples.AGGREGATES)))
+    again = nova_api.parse_aggregates(json.loads(json.dumps(samples.AGGREGATES)))
+    assert [a.hosts for a in first] == [a.hosts for a in again]
+    assert all(x is y for a, b in zip(first, again, strict=True)
+               for x, y in zip(a.hosts, b.hosts, strict=True))
+
+
 def test_a_top_level_zone_missing_from_the_metadata_is_kept_as_metadata():
     body = copy.deepcopy(samples.AGGREGATES)
     body['aggregates'][0]['metadata'] = {}
