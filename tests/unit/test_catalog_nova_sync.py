@@ -214,6 +214,22 @@ def test_the_reader_pages_through_hypervisors_at_the_configured_microversion():
     assert adapter.asked[-1][1] == {'limit': 1, 'marker': samples.NODE1}
 
 
+def test_an_aggregates_answer_like_the_last_gives_the_last_aggregates_a_changed_one_is_read():
+    answers = cloud_answers()
+    reader, _ = reader_for(answers)
+    first = reader.read(services=False).aggregates
+    assert reader.read(services=False).aggregates is first     # not decoded again
+
+    changed = json.loads(json.dumps(samples.AGGREGATES))
+    changed['aggregates'][0]['hosts'].append('compute9')
+    answers[('/os-aggregates', None)] = _Response(200, changed)
+    again = reader.read(services=False).aggregates
+    assert again is not first and again[0].hosts == [*first[0].hosts, 'compute9']
+    answers[('/os-aggregates', None)] = _Response(200, ValueError('not json'))
+    with pytest.raises(NovaApiError, match='not JSON'):
+        reader.read(services=False)
+
+
 @pytest.mark.parametrize('answer, complaint', [
     (_Response(503, 'Service Unavailable'), 'HTTP 503'),
     (_Response(406, 'Version 2.87 is not supported'), 'does not offer this microversion'),
