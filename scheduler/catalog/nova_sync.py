@@ -456,9 +456,10 @@ class NovaSync(PeriodicSync):
         self.cells_hold_every_node = False
         self._checked_at: float | None = None
         self._list_next = False
-        # Whether this sync's snapshot leaves the catalog its services' state (the one the
-        # reads before requests keep: _with_cell_services); set by each sync.
-        self._services_kept = False
+        # Whether this thread's sync leaves the catalog its services' state (the one the
+        # reads before requests keep: _with_cell_services), set by each sync; per thread,
+        # as a request's look-up may sync while the periodic one does.
+        self._sync_thread = threading.local()
         # This worker's own last check, as the workers of a service share theirs
         # (Checked: its failures in a row, and when the last began); None: none yet.
         self._own_check: Checked | None = None
@@ -642,7 +643,7 @@ class NovaSync(PeriodicSync):
         take it."""
         mark = self._catalog.cast_mark()
         started = self._clock()
-        self._services_kept = False
+        self._sync_thread.services_kept = False
         checking = self._cell_databases_have is not None and (
             not self.cells_hold_every_node or self._checked_at is None or self._list_next
             or started - self._checked_at >= HYPERVISOR_CHECK_EVERY)
@@ -665,9 +666,9 @@ class NovaSync(PeriodicSync):
             return False
         if checking and checked_at is not None:
             self._checked_at = checked_at
-        self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark,
-                                          keep_services=self._services_kept)
-        if not self._services_kept:
+        kept = self._sync_thread.services_kept
+        self._catalog.apply_nova_snapshot(snapshot, cast_mark=mark, keep_services=kept)
+        if not kept:
             with self._services_lock:
                 self._services_read_at = max(self._services_read_at or started, started)
         if snapshot.unknown_services:
@@ -776,7 +777,7 @@ class NovaSync(PeriodicSync):
 
         A worker of a service with several takes the state the reads before requests
         keep (the service's reader's read, at most ``scan_every`` seconds old, or one
-        taken in its turn), and the catalog keeps it (:attr:`_services_kept`): a read
+        taken in its turn), and the catalog keeps it (``services_kept``): a read
         of every row of its own each sync left each worker holding a whole read's keys
         and states, about 8 MB at 50,000 computes, beside the read it takes from the
         reader."""
@@ -784,7 +785,7 @@ class NovaSync(PeriodicSync):
             if self._shared is not None:
                 now = self._clock()
                 self._read_every_row(now if self._max_age is None else now - self._scan_every)
-                self._services_kept = True
+                self._sync_thread.services_kept = True
                 return snapshot
             services, unknown = self._services.read_services()
         return dataclasses.replace(snapshot, services=services,
