@@ -831,7 +831,7 @@ def _services_moved(old: Mapping[str, ServiceState],
     (added, gone, or a field a record takes moved)."""
     old, new = ServiceStates.of(old), ServiceStates.of(new)
     # A host up and enabled on both sides has the same record; the others are few.
-    hosts = set(old.other.keys() | new.other.keys())
+    hosts = old.other.keys() | new.other.keys()
     if old.usual is not new.usual:
         hosts.update(old.usual ^ new.usual)
     moved = set()

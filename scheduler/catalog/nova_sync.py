@@ -268,6 +268,14 @@ class CheckedCellServices:
         return None if self.from_api else self._cells.service_hosts(read=read)
 
 
+def _decoded(url: str, raw: bytes) -> Any:
+    """The JSON of a compute API answer; NovaApiError when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise NovaApiError(f'GET {url}: the answer is not JSON') from None
+
+
 class NovaComputeReader:
     """Reads one :class:`NovaSnapshot` through the compute API; thread-compatible."""
 
@@ -303,11 +311,7 @@ class NovaComputeReader:
         last = self._aggregates
         if last is not None and last[0] == digest:
             return last[1]
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            raise NovaApiError('GET /os-aggregates: the answer is not JSON') from None
-        aggregates = tuple(nova_api.parse_aggregates(body))
+        aggregates = tuple(nova_api.parse_aggregates(_decoded('/os-aggregates', raw)))
         self._aggregates = digest, aggregates
         return aggregates
 
@@ -382,10 +386,7 @@ class NovaComputeReader:
         return nova_api.parse_hypervisors(body)
 
     def _get(self, url: str, params: dict[str, Any] | None = None) -> Any:
-        try:
-            return json.loads(self._get_raw(url, params))
-        except ValueError:
-            raise NovaApiError(f'GET {url}: the answer is not JSON') from None
+        return _decoded(url, self._get_raw(url, params))
 
     def _get_raw(self, url: str, params: dict[str, Any] | None = None, *,
                  read_timeout: float | None = None) -> bytes:
@@ -779,7 +780,7 @@ class NovaSync(PeriodicSync):
         keep (the service's reader's read, at most ``scan_every`` seconds old, or one
         taken in its turn), and the catalog keeps it (``services_kept``): a read
         of every row of its own each sync left each worker holding a whole read's keys
-        and states, about 8 MB at 50,000 computes, beside the read it takes from the
+        and states, about 10 MB at 50,000 computes, beside the read it takes from the
         reader."""
         with self._services_lock:
             if self._shared is not None:
