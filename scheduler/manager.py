@@ -143,7 +143,8 @@ class SchedulerManager:
             on_capacity_refused=provider_view.refused if provider_view is not None else None,
             spread=spread,
             on_claimed=provider_view.claimed if provider_view is not None else None,
-            unusable_hosts=unusable_hosts)
+            unusable_hosts=unusable_hosts,
+            still_fits=provider_view.still_fits if provider_view is not None else None)
 
     # ------------------------------------------------------------------ request
     @staticmethod

@@ -257,8 +257,14 @@ PROVIDER_VIEW_READS = REGISTRY.register(Counter(
 PROVIDER_VIEW_REORDERS = REGISTRY.register(Counter(
     'scheduler_provider_view_reorders_total',
     'Times an instance\'s hosts were ordered again from the provider view after Placement '
-    'refused a claim for capacity (the view was behind on that host); at most two per '
-    'instance.'))
+    'refused a claim for capacity (the view was behind on that host), or a claim was '
+    'withheld (scheduler_provider_view_claims_withheld_total); at most two per instance.'))
+PROVIDER_VIEW_CLAIMS_WITHHELD = REGISTRY.register(Counter(
+    'scheduler_provider_view_claims_withheld_total',
+    'Claims not sent to Placement: at the moment of the claim, the host chosen from the '
+    'provider view no longer had room for the request once the claims the service\'s '
+    'other workers made since were counted; the hosts are ordered again instead (one of '
+    'the reorders, at most two per instance).'))
 TURN_WAIT = REGISTRY.register(Histogram(
     'scheduler_decision_turn_wait_seconds',
     'Time a request waited for its worker\'s turn to decide ([scheduler] '

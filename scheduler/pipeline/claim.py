@@ -11,7 +11,10 @@ claimed: the first fitting candidate is the answer.
 An order worked out from the provider view may end at a refusal for capacity
 (:class:`Walk`): the view was behind on that host, and likely on the hosts the
 order goes on to, so the caller orders them again from the view as it is now
-(:func:`scheduler.pipeline.decide.decide`).
+(:func:`scheduler.pipeline.decide.decide`). It ends the same way, without the
+round trip, when the view itself no longer shows room on the host at the moment
+of the claim: the service's other workers claimed it since the hosts were
+ordered (:attr:`Claiming.still_fits`).
 
 Undoing is here too (:meth:`Claiming.rollback`); when to undo is the manager's
 all-or-nothing rule (doc/design.md#claims-all-or-nothing).
@@ -29,6 +32,7 @@ from placement_client import exceptions as pexc
 from placement_client.client import ALLOCATION_CANDIDATES_MICROVERSION
 from placement_client.models import AllocationRequest, ConsumerAllocations
 from scheduler import exceptions as exc
+from scheduler import metrics
 from scheduler.context import RequestContext
 from scheduler.explain import InstanceAttempt
 from scheduler.host_state import HostState
@@ -54,6 +58,10 @@ SERVICE_GONE = 'compute service disabled or down since the services were read'
 #: the answer's alternates come from them (and a failed claim moves on to them), so
 #: that the answer needs no read of its own, one round trip fewer in a worker's turn.
 SERVICES_AHEAD = 8
+#: Why a host was passed over at the moment of its claim: the provider view, with the
+#: claims the service's other workers made since the hosts were ordered, shows it
+#: without room for the request any more (:attr:`Claiming.still_fits`).
+TAKEN_MEANWHILE = 'taken by other claims since the hosts were ordered'
 
 
 @dataclass
@@ -69,8 +77,9 @@ class Placed:
 
 
 class OrderStale(Exception):
-    """Placement refused a claim for capacity, and the walk was to stop there
-    (:attr:`Walk.stop_when_refused`): the hosts may be ordered afresh."""
+    """A claim was refused for capacity, by Placement or by the view before it was
+    sent, and the walk was to stop there (:attr:`Walk.stop_when_refused`): the hosts
+    may be ordered afresh."""
 
 
 @dataclass
@@ -97,7 +106,8 @@ class Claiming:
                  | None = None,
                  spread: Spread | None = None,
                  on_claimed: Callable[[Mapping[str, Mapping[str, int]]], None] | None = None,
-                 unusable_hosts: UnusableHosts | None = None):
+                 unusable_hosts: UnusableHosts | None = None,
+                 still_fits: Callable[[Mapping[str, Mapping[str, int]]], bool] | None = None):
         self.conf = conf
         self.claimer = claimer
         self.cleanups = cleanups
@@ -115,6 +125,11 @@ class Claiming:
         #: state the hosts were judged on may be older than the request
         #: (NovaSync.unusable_hosts); a host about to be chosen is checked first.
         self.unusable_hosts = unusable_hosts
+        #: Whether an allocation request still fits the provider view as it is now,
+        #: the service's other workers' claims since it was read included
+        #: (ProviderView.still_fits). Asked only while a refusal would end the walk,
+        #: where the answer no is such a refusal without its round trip to Placement.
+        self.still_fits = still_fits
 
     def claim_first(self, context: RequestContext, spec: RequestSpec,
                     ordered: Sequence[HostState], instance_uuid: str | None,
@@ -123,8 +138,9 @@ class Claiming:
                     in_flight: Callable[[], contextlib.AbstractContextManager[object]]
                     = contextlib.nullcontext) -> Placed | None:
         """The first host, in order and not tried before on ``walk``, that can be had;
-        None when none can. Raises :class:`OrderStale` at a refusal for capacity
-        when the walk says to stop there. ``in_flight``: what a claim is made in,
+        None when none can. Raises :class:`OrderStale` at a refusal for capacity,
+        Placement's or the view's (:attr:`still_fits`), when the walk says to stop
+        there. ``in_flight``: what a claim is made in,
         e.g. whether it gives the request's turn to decide up meanwhile
         (scheduler/memory/turns.py); by default it keeps it."""
         per_host = self.conf.scheduler.max_claim_candidates_per_host
@@ -151,8 +167,18 @@ class Claiming:
             with in_flight(), \
                     (self.spread.claiming(host.uuid) if self.spread is not None
                      else contextlib.nullcontext()):
+                candidates = fitting[:per_host]
+                if walk.stop_when_refused and self.still_fits is not None:
+                    candidates = [a for a in candidates if self.still_fits(a.allocations)]
+                    if not candidates:
+                        # The host is not tried: once the orders are spent, a claim
+                        # goes to Placement whatever the view says, and only a
+                        # refusal of Placement's ends in NoValidHost.
+                        attempt.claim_failures[TAKEN_MEANWHILE] += 1
+                        metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.inc()
+                        raise OrderStale(host.host)
                 placed, walk.known = self._claim_on(
-                    context, spec, host, fitting[:per_host], instance_uuid, attempt,
+                    context, spec, host, candidates, instance_uuid, attempt,
                     project_id=project_id, user_id=user_id, known=walk.known)
                 made = placed.claim if placed is not None else None
                 if made is not None and not made.is_move and self.on_claimed is not None:

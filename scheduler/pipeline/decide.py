@@ -126,7 +126,8 @@ def _walk(spec: RequestSpec, ordered: HostView, instance_uuid: str | None,
           attempt: InstanceAttempt, *, choose: ChooseHost,
           reorder: Callable[[], HostView | None] | None, into: Decision) -> Placed | None:
     """The host one instance gets, walking ``ordered`` and, after a refusal for
-    capacity, the hosts ordered again (at most :data:`REORDERS` times). An order
+    capacity (Placement's, or the view's at the moment of a claim), the hosts
+    ordered again (at most :data:`REORDERS` times). An order
     worked out again that yields nothing hands back to the one before it: only
     Placement's refusals, never the view alone, end in NoValidHost."""
     walk = Walk()

@@ -51,7 +51,6 @@ import collections
 import contextlib
 import random
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -101,6 +100,11 @@ class InFlightBoard(Protocol):
 
     def take_off(self, provider_uuid: str) -> None: ...
 
+    def take_off_when_clear(self, provider_uuid: str, *, limit: float, poll: float) -> None:
+        """:meth:`take_off` once no other worker's claim is in flight on the host
+        (at most ``limit`` seconds), the look and the take-off one step."""
+        ...
+
     def land(self, provider_uuid: str) -> None: ...
 
     def flying(self) -> set[str]:
@@ -148,18 +152,20 @@ class Spread:
         forward only when nothing else within the reach is left. So does a sibling
         worker's claim seen in flight on the host (at most
         :data:`SIBLING_WAIT_LIMIT`): the decision that chose the host came before
-        the sibling's claim took off. Two claims that take off at the same moment
-        still meet in Placement.
+        the sibling's claim took off. The look and the take-off are one step for
+        the service's workers, so two of them do not take off on one host at the
+        same moment; the claim then finds the sibling's on the board, and the
+        caller asks whether the host still has room (``Claiming.still_fits``).
         """
-        if self.board is not None:
-            self._wait_for_siblings(provider_uuid)
         with self._landed:
             self._landed.wait_for(lambda: not self._in_flight[provider_uuid],
                                   timeout=self.wait_limit)
             self._in_flight[provider_uuid] += 1
-            if self.board is not None and self._in_flight[provider_uuid] == 1:
-                self.board.take_off(provider_uuid)
+            first = self._in_flight[provider_uuid] == 1
         try:
+            if self.board is not None and first:
+                self.board.take_off_when_clear(provider_uuid, limit=self.sibling_wait_limit,
+                                               poll=SIBLING_POLL)
             yield
         finally:
             with self._landed:
@@ -169,12 +175,6 @@ class Spread:
                     if self.board is not None:
                         self.board.land(provider_uuid)
                     self._landed.notify_all()
-
-    def _wait_for_siblings(self, provider_uuid: str) -> None:
-        assert self.board is not None
-        deadline = time.monotonic() + self.sibling_wait_limit
-        while self.board.flying_on(provider_uuid) and time.monotonic() < deadline:
-            time.sleep(SIBLING_POLL)
 
     def precedence(self, provider_uuids: Sequence[str],
                    room: np.ndarray | None = None) -> np.ndarray:

@@ -28,6 +28,7 @@ ring, which a writer might be overwriting.
 from __future__ import annotations
 
 import mmap
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +48,9 @@ RING = 4096
 MARGIN = 256
 #: Hosts a worker can show claims in flight on at once (its RPC threads' claims).
 FLYING = 256
+#: How long a worker waits for the gate before it takes off without it (seconds): a
+#: worker killed inside the gate (a few microseconds' look) never gives it back.
+GATE_WAIT = 0.05
 
 
 class ClaimsBoard:
@@ -66,6 +70,9 @@ class ClaimsBoard:
         #: Per worker, the hosts its claims are in flight on (empty: a free slot).
         self.flying = np.ndarray((workers, FLYING), dtype='S36', buffer=self._memory,
                                  offset=counts + records)
+        #: One worker at a time looks whether a host is clear and takes off on it
+        #: (:meth:`WorkerBoard.take_off_when_clear`); a semaphore the forked workers share.
+        self.gate = multiprocessing.Lock()
 
     def of_worker(self, index: int, clock: Callable[[], float] = time.monotonic
                   ) -> WorkerBoard:
@@ -130,6 +137,28 @@ class WorkerBoard:
             free = np.flatnonzero(mine == b'')
             if len(free):
                 mine[free[0]] = provider_uuid.encode()
+
+    def take_off_when_clear(self, provider_uuid: str, *, limit: float, poll: float) -> None:
+        """:meth:`take_off` once no sibling's claim is in flight on ``provider_uuid``
+        (or after ``limit`` seconds), looking every ``poll`` seconds.
+
+        The look and the take-off are one step for the service's workers (the
+        board's gate): two workers that looked at the same moment found the host
+        clear, both took off, and their claims met in Placement, which refused one.
+        A worker that takes off after a sibling's claim landed finds that claim on
+        the board (it is published before it lands)."""
+        deadline = time.monotonic() + limit
+        gate = self.board.gate
+        while True:
+            gated = gate.acquire(timeout=GATE_WAIT)
+            try:
+                if not self.flying_on(provider_uuid) or time.monotonic() >= deadline:
+                    self.take_off(provider_uuid)
+                    return
+            finally:
+                if gated:
+                    gate.release()
+            time.sleep(poll)
 
     def land(self, provider_uuid: str) -> None:
         with self._write:

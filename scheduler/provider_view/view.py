@@ -239,6 +239,36 @@ class ProviderView:
             else:
                 self._read_at = float('-inf')
 
+    def still_fits(self, allocations: Mapping[str, Mapping[str, int]]) -> bool:
+        """Whether ``allocations`` still fit the view as it is now, the claims the
+        service's other workers made since it was read included.
+
+        A worker chooses a host, then waits for a sibling's claim in flight on it to
+        land, then claims: by then the sibling may have taken the room the choice
+        was made on, and Placement would refuse the claim for capacity. A provider
+        or class the view does not hold counts as fitting: Placement decides."""
+        with self._lock:
+            snapshot = self._snapshot
+            if snapshot is None:
+                return True
+            if self._siblings is not None:
+                self._take_siblings_claims()
+            for rp, resources in allocations.items():
+                row = snapshot.index.get(rp)
+                if row is None:
+                    continue
+                added = self._overlay.get(rp, {})
+                for rc, amount in resources.items():
+                    inventory = snapshot.inventories.get(rc)
+                    at = None if inventory is None else inventory.position(row)
+                    if inventory is None or at is None:
+                        continue
+                    # Placement's own check: used + amount <= (total - reserved) * ratio.
+                    used = int(inventory.used[at]) + added.get(rc, 0)
+                    if used + int(amount) > inventory.limit[at]:
+                        return False
+        return True
+
     def _keep(self, at: float, allocations: Mapping[str, Mapping[str, int]], *,
               own: bool = True) -> None:
         # Under the lock. A sibling's claim is taken in at a match, maybe long after

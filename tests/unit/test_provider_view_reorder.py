@@ -10,6 +10,7 @@ from __future__ import annotations
 from scheduler import metrics
 from scheduler.filters.base import BaseHostFilter
 from scheduler.pipeline.decide import REORDERS
+from scheduler.provider_view.siblings import ClaimsBoard
 from scheduler.provider_view.snapshot import ProviderSnapshot
 from scheduler.provider_view.view import ProviderView
 from tests.builders import select, user_spec, uuid_for, uuids
@@ -127,3 +128,79 @@ def test_the_hosts_ordered_again_are_among_those_the_instance_was_given(fake, ma
     # hosts the view then shows with room, c (the better) was filtered out.
     assert [first[0].service_host, second[0].service_host] == ['a', 'd']
     assert hosts_claimed(fake) == ['a', 'b', 'd']
+
+
+class SiblingClaimsWhileFiltering(BaseHostFilter):
+    """Stands for another worker of the service whose claims Placement accepts while
+    this worker filters and weighs: they reach the board after this worker's match."""
+
+    run_filter_once_per_request = True
+
+    def __init__(self, fake, sibling, claims: dict[str, int]):
+        self.fake, self.sibling, self.claims, self.done = fake, sibling, claims, False
+
+    def host_passes(self, host_state, spec_obj) -> bool:
+        if not self.done:
+            self.done = True
+            for name, vcpus in self.claims.items():
+                allocations = {uuid_for(name): {'VCPU': vcpus}}
+                if self.fake is not None:
+                    self.fake.allocate(f'sibling-{name}', allocations)
+                self.sibling.publish(allocations)
+        return True
+
+
+def with_a_sibling_claiming(fake, make_manager, names: str, claims: dict[str, int], *,
+                            in_placement: bool = True):
+    """A manager whose view, read with ``names`` empty (the first the RAM weigher's
+    best), takes in a sibling worker's ``claims`` (VCPU by host) after its match;
+    ``in_placement``: Placement holds them too (else they were undone since)."""
+    for name in names:
+        fake.add_compute(name, vcpus=8)
+    board = ClaimsBoard(2)
+    view = ProviderView(Reads(snapshot(*((n, 0, 1000 * i) for i, n in enumerate(names)))),
+                        max_age=300.0, read_behind=False, siblings=board.of_worker(0))
+    return make_manager(provider_view=view, filters=[SiblingClaimsWhileFiltering(
+        fake if in_placement else None, board.of_worker(1), claims)])
+
+
+def test_a_host_a_sibling_filled_since_the_hosts_were_ordered_is_not_claimed(
+        fake, make_manager):
+    # Placement would refuse the claim for capacity: the view, with the sibling's
+    # claim, already says so, and the hosts are ordered again without the round trip.
+    manager = with_a_sibling_claiming(fake, make_manager, 'abc', {'a': 8})
+    withheld = metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.value()
+    reorders = metrics.PROVIDER_VIEW_REORDERS.value()
+
+    [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
+
+    assert selections[0].service_host == 'b'
+    assert hosts_claimed(fake) == ['b']
+    assert metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.value() == withheld + 1
+    assert metrics.PROVIDER_VIEW_REORDERS.value() == reorders + 1
+
+
+def test_a_host_with_room_left_after_a_sibling_s_claim_is_claimed_as_chosen(
+        fake, make_manager):
+    manager = with_a_sibling_claiming(fake, make_manager, 'ab', {'a': 7})
+
+    [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
+
+    assert selections[0].service_host == 'a'
+    assert hosts_claimed(fake) == ['a']
+
+
+def test_once_the_orders_are_spent_a_claim_goes_to_placement_whatever_the_view_says(
+        fake, make_manager):
+    # The sibling's claims were undone since (its request failed later): the view
+    # counts them until its next read, Placement does not. Only Placement's refusal
+    # may end in NoValidHost, never the view's count.
+    manager = with_a_sibling_claiming(fake, make_manager, 'ab', {'a': 8, 'b': 8},
+                                      in_placement=False)
+    withheld = metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.value()
+
+    [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
+
+    assert selections[0].service_host == 'a'
+    assert hosts_claimed(fake) == ['a']
+    assert metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.value() == withheld + REORDERS

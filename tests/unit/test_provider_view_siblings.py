@@ -17,6 +17,7 @@ import pytest
 
 from scheduler.catalog.placement_db import provider_view_from_conf
 from scheduler.pipeline.spread import IN_FLIGHT, OWN_LANE, Spread
+from scheduler.provider_view import siblings as siblings_mod
 from scheduler.provider_view.siblings import MARGIN, ClaimsBoard
 from scheduler.provider_view.view import ProviderView
 from tests.builders import service_conf, uuid_for
@@ -139,6 +140,36 @@ def test_a_sibling_s_claim_taken_in_during_a_read_begun_after_it_is_not_counted_
     assert used(found, 'a') == 5
 
 
+def test_a_claim_still_fits_until_the_claims_since_its_choice_take_the_room():
+    # Placement's check, the view's numbers: used + asked <= (total - reserved) * ratio.
+    board = ClaimsBoard(2)
+    sibling = board.of_worker(1, clock=lambda: 1.0)
+    view = ProviderView(Reads(snapshot(('a', 8, 3))), max_age=10.0, clock=lambda: 0.0,
+                        read_behind=False, siblings=board.of_worker(0, clock=lambda: 0.0))
+    view.match(vcpus(1))
+    asked = {uuid_for('a'): {'VCPU': 3, 'MEMORY_MB': 1024}}
+    assert view.still_fits(asked)
+
+    view.claimed({uuid_for('a'): {'VCPU': 1}})          # this worker's own: 4 used
+    assert view.still_fits(asked)
+    sibling.publish({uuid_for('a'): {'VCPU': 2}})        # 6 used, 3 more do not fit
+
+    assert not view.still_fits(asked)
+    assert view.still_fits({uuid_for('a'): {'VCPU': 2}})
+
+
+def test_what_the_view_does_not_hold_is_left_for_placement_to_decide():
+    view = ProviderView(Reads(snapshot(('a', 8, 8))), max_age=10.0, clock=lambda: 0.0,
+                        read_behind=False)
+    assert view.still_fits({uuid_for('a'): {'VCPU': 1}}) is True     # not read yet
+
+    view.match(vcpus(1))
+
+    assert not view.still_fits({uuid_for('a'): {'VCPU': 1}})
+    assert view.still_fits({uuid_for('unknown'): {'VCPU': 1}})
+    assert view.still_fits({uuid_for('a'): {'CUSTOM_NOT_HELD': 1}})
+
+
 def test_a_view_s_own_claims_reach_its_siblings():
     board = ClaimsBoard(2)
     view = ProviderView(Reads(snapshot(('a', 8, 0))), max_age=10.0, clock=lambda: 0.0,
@@ -197,6 +228,36 @@ def test_a_sibling_s_claim_that_never_lands_holds_a_claim_only_so_long():
         waited = time.monotonic() - started
 
     assert 0.05 <= waited < 5
+
+
+def test_a_worker_looks_and_takes_off_under_the_service_s_gate(monkeypatch):
+    # Two workers that looked at the same moment both found the host clear and took
+    # off: one look and take-off at a time, across the forked workers.
+    monkeypatch.setattr(siblings_mod, 'GATE_WAIT', 30.0)
+    board = ClaimsBoard(2)
+    worker, sibling = board.of_worker(0), board.of_worker(1)
+    board.gate.acquire()                        # a sibling looking now
+    taking_off = threading.Thread(target=worker.take_off_when_clear, args=(uuid_for('a'),),
+                                  kwargs={'limit': 30.0, 'poll': 0.001})
+    taking_off.start()
+    time.sleep(0.1)
+    during = sibling.flying()
+
+    board.gate.release()
+    taking_off.join(timeout=5)
+
+    assert (during, sibling.flying()) == (set(), {uuid_for('a')})
+
+
+def test_a_gate_never_given_back_delays_a_take_off_only_so_long():
+    board = ClaimsBoard(2)
+    board.gate.acquire()                        # then the worker holding it died
+    started = time.monotonic()
+
+    board.of_worker(0).take_off_when_clear(uuid_for('a'), limit=30.0, poll=0.001)
+
+    assert time.monotonic() - started < 5
+    assert board.of_worker(1).flying() == {uuid_for('a')}
 
 
 def test_a_worker_does_not_wait_for_its_own_claims_on_the_board():
