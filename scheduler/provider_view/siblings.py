@@ -27,11 +27,14 @@ ring, which a writer might be overwriting.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import mmap
-import multiprocessing
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -48,9 +51,12 @@ RING = 4096
 MARGIN = 256
 #: Hosts a worker can show claims in flight on at once (its RPC threads' claims).
 FLYING = 256
-#: How long a worker waits for the gate before it takes off without it (seconds): a
-#: worker killed inside the gate (a few microseconds' look) never gives it back.
+#: How long a worker waits for the gate before it takes off without it (seconds): the
+#: look it guards takes microseconds, and a worker stopped inside it must not stop the
+#: others' claims.
 GATE_WAIT = 0.05
+#: How often a worker tries the gate again while another holds it (seconds).
+GATE_POLL = 0.0002
 
 
 class ClaimsBoard:
@@ -71,8 +77,10 @@ class ClaimsBoard:
         self.flying = np.ndarray((workers, FLYING), dtype='S36', buffer=self._memory,
                                  offset=counts + records)
         #: One worker at a time looks whether a host is clear and takes off on it
-        #: (:meth:`WorkerBoard.take_off_when_clear`); a semaphore the forked workers share.
-        self.gate = multiprocessing.Lock()
+        #: (:meth:`WorkerBoard.take_off_when_clear`): a record lock on a file no name
+        #: leads to, which the forked workers inherit. The kernel gives such a lock
+        #: back when the process holding it dies, where a semaphore would stay taken.
+        self.gate = tempfile.TemporaryFile()
 
     def of_worker(self, index: int, clock: Callable[[], float] = time.monotonic
                   ) -> WorkerBoard:
@@ -91,6 +99,8 @@ class WorkerBoard:
         self._write = threading.Lock()
         board.flying[index] = b''       # a replaced worker's claims are over
         self._read = threading.Lock()
+        # A record lock is the process's: its threads take turns at the gate here.
+        self._looking = threading.Lock()
         # Where this worker stopped reading each sibling's ring: from now on (a
         # replacement worker does not take in its predecessor's whole history).
         self._seen = board.counts.copy()
@@ -148,17 +158,34 @@ class WorkerBoard:
         A worker that takes off after a sibling's claim landed finds that claim on
         the board (it is published before it lands)."""
         deadline = time.monotonic() + limit
-        gate = self.board.gate
         while True:
-            gated = gate.acquire(timeout=GATE_WAIT)
-            try:
+            with self.gated():
                 if not self.flying_on(provider_uuid) or time.monotonic() >= deadline:
                     self.take_off(provider_uuid)
                     return
-            finally:
-                if gated:
-                    gate.release()
             time.sleep(poll)
+
+    @contextlib.contextmanager
+    def gated(self) -> Iterator[bool]:
+        """Holding the board's gate, one worker (and one of its threads) at a time;
+        without it after :data:`GATE_WAIT` seconds. Yields whether it is held."""
+        fd = self.board.gate.fileno()
+        with self._looking:
+            held, given_up_at = False, time.monotonic() + GATE_WAIT
+            while not held:
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = True
+                except OSError as e:
+                    if (e.errno not in (errno.EACCES, errno.EAGAIN)
+                            or time.monotonic() >= given_up_at):
+                        break
+                    time.sleep(GATE_POLL)
+            try:
+                yield held
+            finally:
+                if held:
+                    fcntl.lockf(fd, fcntl.LOCK_UN)
 
     def land(self, provider_uuid: str) -> None:
         with self._write:

@@ -230,34 +230,76 @@ def test_a_sibling_s_claim_that_never_lands_holds_a_claim_only_so_long():
     assert 0.05 <= waited < 5
 
 
+def gate_held_by_another_worker(board: ClaimsBoard, *, dies: bool = False):
+    """A forked worker holding ``board``'s gate (then dead, with ``dies``); a function
+    that lets it go and reaps it."""
+    held, let_go = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; never back into pytest
+        try:
+            with board.of_worker(1).gated():
+                os.write(held[1], b'x')
+                if not dies:
+                    os.read(let_go[0], 1)
+        finally:
+            os._exit(0)
+    assert os.read(held[0], 1) == b'x'
+    if dies:
+        os.waitpid(pid, 0)
+
+    def release() -> None:
+        if not dies:
+            os.write(let_go[1], b'x')
+            os.waitpid(pid, 0)
+        for fd in (*held, *let_go):
+            os.close(fd)
+    return release
+
+
 def test_a_worker_looks_and_takes_off_under_the_service_s_gate(monkeypatch):
     # Two workers that looked at the same moment both found the host clear and took
     # off: one look and take-off at a time, across the forked workers.
     monkeypatch.setattr(siblings_mod, 'GATE_WAIT', 30.0)
-    board = ClaimsBoard(2)
-    worker, sibling = board.of_worker(0), board.of_worker(1)
-    board.gate.acquire()                        # a sibling looking now
-    taking_off = threading.Thread(target=worker.take_off_when_clear, args=(uuid_for('a'),),
-                                  kwargs={'limit': 30.0, 'poll': 0.001})
-    taking_off.start()
-    time.sleep(0.1)
-    during = sibling.flying()
-
-    board.gate.release()
+    board = ClaimsBoard(3)
+    worker, sibling = board.of_worker(0), board.of_worker(2)
+    release = gate_held_by_another_worker(board)
+    try:
+        taking_off = threading.Thread(target=worker.take_off_when_clear,
+                                      args=(uuid_for('a'),),
+                                      kwargs={'limit': 30.0, 'poll': 0.001})
+        taking_off.start()
+        time.sleep(0.2)
+        during = sibling.flying()
+    finally:
+        release()
     taking_off.join(timeout=5)
 
     assert (during, sibling.flying()) == (set(), {uuid_for('a')})
 
 
-def test_a_gate_never_given_back_delays_a_take_off_only_so_long():
+def test_a_worker_stopped_holding_the_gate_delays_a_take_off_only_so_long():
     board = ClaimsBoard(2)
-    board.gate.acquire()                        # then the worker holding it died
-    started = time.monotonic()
+    release = gate_held_by_another_worker(board)
+    try:
+        started = time.monotonic()
+        board.of_worker(0).take_off_when_clear(uuid_for('a'), limit=30.0, poll=0.001)
+        waited = time.monotonic() - started
+    finally:
+        release()
 
-    board.of_worker(0).take_off_when_clear(uuid_for('a'), limit=30.0, poll=0.001)
-
-    assert time.monotonic() - started < 5
+    assert siblings_mod.GATE_WAIT <= waited < 5
     assert board.of_worker(1).flying() == {uuid_for('a')}
+
+
+def test_the_gate_of_a_worker_that_died_holding_it_is_free(monkeypatch):
+    monkeypatch.setattr(siblings_mod, 'GATE_WAIT', 30.0)
+    board = ClaimsBoard(2)
+    release = gate_held_by_another_worker(board, dies=True)
+    try:
+        with board.of_worker(0).gated() as held:
+            assert held
+    finally:
+        release()
 
 
 def test_a_worker_does_not_wait_for_its_own_claims_on_the_board():
