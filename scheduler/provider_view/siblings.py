@@ -14,7 +14,9 @@ The view adds each claim made since its snapshot was read, as it adds its own;
 and the hosts a sibling's claims are in flight on come last in a worker's order,
 as its own do, and a claim on such a host waits for the sibling's to land
 (:mod:`scheduler.pipeline.spread`): two claims on one provider at once make
-Placement refuse one of them.
+Placement refuse one of them. The look at whether a host is clear and the
+take-off on it are one worker's at a time (the board's gate), and a claim that
+waited finds the sibling's on the board before it is sent.
 Nothing here is authoritative: Placement still arbitrates every claim, and a
 record the view misses (a ring that wrapped past it) costs no more than a stale
 view did. Other services' workers, on other machines, are still seen at the

@@ -183,11 +183,13 @@ def test_a_host_a_sibling_filled_since_the_hosts_were_ordered_is_not_claimed(
 def test_a_host_with_room_left_after_a_sibling_s_claim_is_claimed_as_chosen(
         fake, make_manager):
     manager = with_a_sibling_claiming(fake, make_manager, 'ab', {'a': 7})
+    withheld = metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.value()
 
     [selections] = select(manager, user_spec(vcpus=1), uuids(1), return_alternates=False)
 
     assert selections[0].service_host == 'a'
     assert hosts_claimed(fake) == ['a']
+    assert metrics.PROVIDER_VIEW_CLAIMS_WITHHELD.value() == withheld
 
 
 def test_once_the_orders_are_spent_a_claim_goes_to_placement_whatever_the_view_says(
