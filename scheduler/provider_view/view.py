@@ -260,8 +260,10 @@ class ProviderView:
                 added = self._overlay.get(rp, {})
                 for rc, amount in resources.items():
                     inventory = snapshot.inventories.get(rc)
-                    at = None if inventory is None else inventory.position(row)
-                    if inventory is None or at is None:
+                    if inventory is None:
+                        continue
+                    at = inventory.position(row)
+                    if at is None:
                         continue
                     # Placement's own check: used + amount <= (total - reserved) * ratio.
                     used = int(inventory.used[at]) + added.get(rc, 0)
