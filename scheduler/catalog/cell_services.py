@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader
+from scheduler.catalog.dbapi import Array, DirectConnection
 from scheduler.catalog.hosts_file import interned
 from scheduler.catalog.nova_api import (
     COMPUTE_BINARY,
@@ -43,8 +44,6 @@ from scheduler.catalog.nova_api import (
     ServiceState,
     ServiceStates,
 )
-from scheduler.catalog.readonly_db import sqlalchemy_module
-from scheduler.conf.cell_database import GROUP
 
 #: Hosts named per statement of a read by host. PostgreSQL 15 read 846 of 50,000 services
 #: by a sequential scan (6.6 ms of its time) where it read 500 through the unique key
@@ -135,9 +134,6 @@ class CellServicesReader:
         self._parser = ServicesParser()
         self._cells: dict[str, _CellServices] = {}
         self._last: tuple[ServiceStates, list[str], list[ServiceKey]] | None = None
-        # The reads by host's two statements (usual rows, unusual rows), built once per
-        # dialect.
-        self._by_host: dict[str, tuple[Any, Any]] = {}
 
     def read_services(self) -> tuple[ServiceStates, list[str]]:
         services, unknown, _ = self.read_service_keys()
@@ -182,43 +178,27 @@ class CellServicesReader:
             return {}
         now = self._clock()
         named = sorted(hosts)
-        window = {'low': now - datetime.timedelta(seconds=self._down_time),
-                  'high': now + datetime.timedelta(seconds=self._down_time)}
         rows: list[tuple[Any, ...]] = []
         for reader in self._readers:
             try:
                 with reader.connect() as connection:
-                    dialect = connection.dialect.name
-                    statements = self._by_host.get(dialect) or self._build_by_host(dialect)
-                    statement = statements[0] if usual else statements[1]
+                    statement = _Statements.of(connection.backend).by_host[not usual]
                     for chunk in _chunks(named, BY_HOST_CHUNK):
-                        rows.extend(tuple(row) for row in connection.execute(
-                            statement, {**window, 'hosts': chunk}))
+                        # PostgreSQL: one parameter, the hosts as an array.
+                        chunk_of = Array(chunk) if connection.backend == 'postgresql' else chunk
+                        rows.extend(connection.rows(statement, {
+                            **self._window(connection, now), 'hosts': chunk_of}))
             except CellDatabaseError as e:
                 raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         states, _ = ServicesParser().parse_keys(
             service_keys(rows, now=now, down_time=self._down_time))
         return states
 
-    def _build_by_host(self, dialect: str) -> tuple[Any, Any]:
-        sqlalchemy = sqlalchemy_module(f'[{GROUP}] connections')
-        table = _table(sqlalchemy)
-        moment = sqlalchemy.types.DateTime
-        unusual = _unusual(sqlalchemy, table, sqlalchemy.bindparam('low', type_=moment),
-                           sqlalchemy.bindparam('high', type_=moment))
-        if dialect == 'postgresql':
-            # One parameter, the hosts as an array: expanding a list into 250 named
-            # parameters, then quoting each, took most of a read's CPU in the service.
-            from sqlalchemy.dialects.postgresql import ARRAY
-
-            named = table.c.host == sqlalchemy.any_(
-                sqlalchemy.bindparam('hosts', type_=ARRAY(sqlalchemy.types.String)))
-        else:
-            named = table.c.host.in_(sqlalchemy.bindparam('hosts', expanding=True))
-        rows = sqlalchemy.select(*(table.c[c] for c in COLUMNS)).where(
-            table.c.deleted == 0, table.c.binary == COMPUTE_BINARY, named)
-        self._by_host[dialect] = rows.where(sqlalchemy.not_(unusual)), rows.where(unusual)
-        return self._by_host[dialect]
+    def _window(self, connection: DirectConnection, now: datetime.datetime) -> dict[str, Any]:
+        """The parameters of a heartbeat that counts as up at ``now``, and the binary."""
+        spread = datetime.timedelta(seconds=self._down_time)
+        return {'low': connection.timestamp(now - spread),
+                'high': connection.timestamp(now + spread), 'binary': COMPUTE_BINARY}
 
     def service_hosts(self, *, read: bool = False) -> set[str] | None:
         """Every cell's nova-compute service hosts at the last read of every row; None
@@ -229,15 +209,12 @@ class CellServicesReader:
             return {host for cell in self._cells.values() for host in cell.hosts}
         if not read:
             return None
-        sqlalchemy = sqlalchemy_module(f'[{GROUP}] connections')
-        table = _table(sqlalchemy)
-        hosts = sqlalchemy.select(table.c.host).where(
-            table.c.deleted == 0, table.c.binary == COMPUTE_BINARY)
         found: set[str] = set()
         for reader in self._readers:
             try:
                 with reader.connect() as connection:
-                    found.update(interned(row[0]) for row in connection.execute(hosts))
+                    found.update(interned(row[0]) for row in connection.rows(
+                        _Statements.of(connection.backend).hosts, {'binary': COMPUTE_BINARY}))
             except CellDatabaseError as e:
                 raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         return found
@@ -245,32 +222,20 @@ class CellServicesReader:
     def _read(self, reader: CellDatabaseReader, now: datetime.datetime,
               last: _CellServices | None) -> tuple[_CellServices, bool]:
         """This cell's services now, and whether their keys differ from ``last``'s."""
-        sqlalchemy = sqlalchemy_module(f'[{GROUP}] connections')
-        table = _table(sqlalchemy)
-        live = sqlalchemy.and_(table.c.deleted == 0, table.c.binary == COMPUTE_BINARY)
-        low, high = (now - datetime.timedelta(seconds=self._down_time),
-                     now + datetime.timedelta(seconds=self._down_time))
-        unusual = _unusual(sqlalchemy, table, low, high)
-        columns = [table.c.id, *(table.c[c] for c in COLUMNS)]
-        every_row = sqlalchemy.select(*columns).where(live).order_by(table.c.id)
         try:
             with reader.connect() as connection:
+                statements = _Statements.of(connection.backend)
                 full = last is None
                 if last is not None:
                     # One round trip: the members, and the unusual rows joined to them
                     # (a row of NULLs when there is none).
-                    counted = sqlalchemy.select(
-                        sqlalchemy.func.count().label('n'),
-                        sqlalchemy.func.max(table.c.id).label('m')).where(live).subquery()
-                    found = connection.execute(
-                        sqlalchemy.select(counted.c.n, counted.c.m, *columns)
-                        .select_from(counted.outerjoin(table, sqlalchemy.and_(live, unusual)))
-                        .order_by(table.c.id)).all()
+                    found = connection.rows(statements.members_and_unusual,
+                                            self._window(connection, now))
                     members = (int(found[0][0] or 0), int(found[0][1] or 0))
-                    rows = [tuple(row[2:]) for row in found if row[2] is not None]
+                    rows = [row[2:] for row in found if row[2] is not None]
                     full = members != last.members
                 if full:
-                    rows = [tuple(row) for row in connection.execute(every_row)]
+                    rows = connection.rows(statements.every_row, {'binary': COMPUTE_BINARY})
                     members = (len(rows), max((row[0] for row in rows), default=0))
         except CellDatabaseError as e:
             raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
@@ -301,22 +266,48 @@ def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
 _USUAL: ServiceKey = ('enabled', 'up', None, False, None)
 
 
-def _unusual(sqlalchemy: Any, table: Any, low: Any, high: Any) -> Any:
-    """Exactly the rows whose key is not "up, enabled, no reason, not forced", the
-    heartbeat within [``low``, ``high``] being up."""
-    heartbeat = sqlalchemy.func.coalesce(table.c.last_seen_up, table.c.created_at)
-    return sqlalchemy.or_(table.c.disabled.is_(sqlalchemy.true()),
-                          table.c.forced_down.is_(sqlalchemy.true()),
-                          table.c.disabled_reason.is_not(None), heartbeat.is_(None),
-                          heartbeat < low, heartbeat > high)
+@dataclass(frozen=True)
+class _Statements:
+    """The reads of one backend, ``:binary`` the compute services' (Nova's models: a
+    boolean is PostgreSQL's boolean, MySQL's and SQLite's 0 or 1, which ``IS TRUE``
+    reads alike; ``binary`` is a reserved word, quoted as each quotes a name)."""
+
+    hosts: str
+    every_row: str
+    members_and_unusual: str
+    #: By host, (the usual rows, the unusual rows).
+    by_host: tuple[str, str]
+
+    @staticmethod
+    def of(backend: str) -> _Statements:
+        statements = _STATEMENTS.get(backend)
+        if statements is None:
+            statements = _STATEMENTS[backend] = _Statements.build(backend)
+        return statements
+
+    @staticmethod
+    def build(backend: str) -> _Statements:
+        binary = '`binary`' if backend == 'mysql' else '"binary"'
+        columns = ', '.join(f's.{c}' for c in COLUMNS)
+        live = f's.deleted = 0 AND s.{binary} = :binary'
+        heartbeat = 'COALESCE(s.last_seen_up, s.created_at)'
+        # Exactly the rows whose key is not "up, enabled, no reason, not forced", a
+        # heartbeat within [low, high] being up; never NULL, so that NOT is its complement.
+        unusual = (f'(s.disabled IS TRUE OR s.forced_down IS TRUE '
+                   f'OR s.disabled_reason IS NOT NULL OR {heartbeat} IS NULL '
+                   f'OR {heartbeat} < :low OR {heartbeat} > :high)')
+        # PostgreSQL: the hosts as one array parameter (expanding a list into 250
+        # parameters, then quoting each, took most of a read's CPU in the service).
+        named = 's.host = ANY(:hosts)' if backend == 'postgresql' else 's.host IN :hosts'
+        by_host = f'SELECT {columns} FROM services s WHERE {live} AND {named} AND '
+        return _Statements(
+            hosts=f'SELECT s.host FROM services s WHERE {live}',
+            every_row=f'SELECT s.id, {columns} FROM services s WHERE {live} ORDER BY s.id',
+            members_and_unusual=(
+                f'SELECT counted.n, counted.m, s.id, {columns} FROM '
+                f'(SELECT COUNT(*) AS n, MAX(s.id) AS m FROM services s WHERE {live}) counted '
+                f'LEFT OUTER JOIN services s ON {live} AND {unusual} ORDER BY s.id'),
+            by_host=(by_host + f'NOT {unusual}', by_host + unusual))
 
 
-def _table(sqlalchemy: Any) -> Any:
-    column, types = sqlalchemy.column, sqlalchemy.types
-    # Typed, so that each dialect compares booleans and timestamps its own way.
-    return sqlalchemy.table(
-        'services', column('id', types.Integer), column('host', types.String),
-        column('binary', types.String), column('deleted', types.Integer),
-        column('disabled', types.Boolean), column('disabled_reason', types.String),
-        column('forced_down', types.Boolean), column('last_seen_up', types.DateTime),
-        column('created_at', types.DateTime), column('updated_at', types.DateTime))
+_STATEMENTS: dict[str, _Statements] = {}

@@ -1,24 +1,28 @@
 """A read-only database connection straight through its DB-API driver, without
-SQLAlchemy: for the provider view's reader, which a busy worker runs every second.
+SQLAlchemy: for the provider view's reader and the cell databases' readers.
 
 Importing SQLAlchemy's core costs a process about 25 MB resident, measured in
-the benchmark's environment, and a worker of the provider view at 50,000
-providers has 200 MB in all (doc/performance.md). The reader sends a handful of
-fixed SELECTs through the driver's own cursors anyway; what SQLAlchemy gave it
-(parsing the URL, connecting, a kept connection checked before use, errors) is
-here. The cell-database source, which reads far less often, keeps SQLAlchemy
-(:mod:`scheduler.catalog.readonly_db`).
+the benchmark's environment (17 MB more than this module and psycopg2 with a
+connection open, in a worker that has the rest of the service imported), and a
+worker of the provider view at 50,000 providers has 200 MB in all
+(doc/performance.md). The readers send a handful of fixed SELECTs through the
+driver's own cursors anyway; what SQLAlchemy gave them (parsing the URL,
+connecting, a kept connection checked before use, streaming a large result,
+errors) is here.
 
 The same URLs (``postgresql[+psycopg2]://``, ``mysql[+pymysql|+mysqldb]://``,
 ``sqlite:///path``; query arguments are passed to the driver), the same
-read-only sessions and timeouts as :class:`~scheduler.catalog.readonly_db.ReadOnlyDatabase`.
+read-only sessions and timeouts (:mod:`scheduler.catalog.readonly_db`).
 Each :meth:`DirectDatabase.connect` is one repeatable-read transaction, rolled
 back when done.
 """
 from __future__ import annotations
 
+import datetime
 import importlib
+import itertools
 import re
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -48,17 +52,20 @@ class DatabaseURL:
     port: int | None
     database: str | None
     query: dict[str, str]
+    #: Whether the URL named its driver (``backend+driver://``).
+    driver_named: bool = True
 
     @property
     def label(self) -> str:
-        """The URL with its password masked (for logs and errors)."""
+        """The URL as given, with its password masked (for logs and errors)."""
         user = self.username or ''
         if self.password is not None:
             user += ':***'
         at = f'{user}@' if user else ''
         port = f':{self.port}' if self.port is not None else ''
         query = f'?{urllib.parse.urlencode(self.query)}' if self.query else ''
-        return (f'{self.backend}+{self.driver}://{at}{self.host or ""}{port}/'
+        scheme = f'{self.backend}+{self.driver}' if self.driver_named else self.backend
+        return (f'{scheme}://{at}{self.host or ""}{port}/'
                 f'{self.database or ""}{query}')
 
 
@@ -80,6 +87,7 @@ def parse_url(url: str, option: str) -> DatabaseURL:
             f'{option}: only MySQL/MariaDB, PostgreSQL and SQLite can be opened read-only '
             f'here, not {backend!r}')
     default, known = _DRIVERS[backend]
+    driver_named = bool(driver)
     driver = driver or default
     if driver not in known:
         raise ConfigurationError(f'{option}: {backend} through {driver!r} is not supported '
@@ -91,12 +99,20 @@ def parse_url(url: str, option: str) -> DatabaseURL:
         unquote(parts.username) if parts.username is not None else None,
         unquote(parts.password) if parts.password is not None else None,
         parts.hostname, port, unquote(path) or None,
-        dict(urllib.parse.parse_qsl(parts.query)))
+        dict(urllib.parse.parse_qsl(parts.query)), driver_named)
+
+
+@dataclass(frozen=True)
+class Array:
+    """A parameter value bound as one array (PostgreSQL's ``= ANY(:name)``), where a
+    list or tuple stands for a parenthesised list of parameters."""
+
+    values: Sequence[Any]
 
 
 class DirectConnection:
     """One read transaction: its backend's and driver's names, the driver's own
-    connection (``raw``, for cursors of its own), and small queries with ``:name``
+    connection (``raw``, for cursors of its own), and queries with ``:name``
     parameters (a list or tuple value stands for a parenthesised list)."""
 
     def __init__(self, url: DatabaseURL, raw: Any):
@@ -116,6 +132,38 @@ class DirectConnection:
         [row] = self.rows(query, parameters)
         return row
 
+    def timestamp(self, value: datetime.datetime) -> Any:
+        """``value`` (naive UTC) bound as the tables hold it: on SQLite, as the text
+        SQLAlchemy writes for Nova and Placement, which sorts as time does."""
+        if self.backend == 'sqlite':
+            return value.strftime('%Y-%m-%d %H:%M:%S.%f')
+        return value
+
+    def chunks(self, query: str, size: int, parameters: dict[str, Any] | None = None
+               ) -> Iterator[list[tuple]]:
+        """The rows of a large result, ``size`` at a time, through a server-side cursor
+        where the driver has one: psycopg2 and PyMySQL otherwise receive the whole
+        result when the query is sent, and at 50,000 providers the driver's copy of
+        Placement's inventories alone took 50 MB of a worker's peak (the cells'
+        compute nodes, their NUMA topologies kilobytes of text each, more)."""
+        statement, values = self._positional(query, parameters or {})
+        raw, driver = self.raw, self.driver
+        if driver == 'psycopg2':
+            cursor = raw.cursor(name=f'scheduler_read_{next(_CURSOR_NUMBERS)}')
+            cursor.itersize = size
+        elif driver in ('pymysql', 'mysqldb'):
+            cursors = importlib.import_module(
+                'pymysql.cursors' if driver == 'pymysql' else 'MySQLdb.cursors')
+            cursor = raw.cursor(cursors.SSCursor)
+        else:
+            cursor = raw.cursor()   # SQLite's steps through the result as it is fetched
+        try:
+            cursor.execute(statement, values) if values else cursor.execute(statement)
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            cursor.close()
+
     def _positional(self, query: str, parameters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``query`` with the driver's positional marks for the ``:names`` of
         ``parameters`` (any other ``:word`` is left as it is), and their values."""
@@ -130,20 +178,28 @@ class DirectConnection:
             if isinstance(value, (list, tuple)):
                 values.extend(value)
                 return '(' + ', '.join([self._mark] * len(value)) + ')'
-            values.append(value)
+            values.append(list(value.values) if isinstance(value, Array) else value)
             return self._mark
         # With parameters, a format driver reads every % as the start of a mark.
         text = query.replace('%', '%%') if self._mark == '%s' else query
         return _PARAMETER_RE.sub(mark, text), values
 
 
+#: Names of server-side cursors (unique within a connection's transaction).
+_CURSOR_NUMBERS = itertools.count()
+
+
 class DirectDatabase:
-    """One database, opened read-only, one connection kept and checked before each
-    use; thread-compatible (one read at a time). Errors while reading are
-    ``error`` (a :class:`SchedulerError`) with the password scrubbed."""
+    """One database, opened read-only; thread-safe. With ``keep_connection`` (the
+    default) one connection is kept and checked before each use, and a read while
+    another holds it opens and closes its own rather than wait (as a SQLAlchemy pool
+    of one with unbounded overflow); without, each read opens and closes its own.
+    Errors while reading are ``error`` (a :class:`SchedulerError`) with the
+    password scrubbed."""
 
     def __init__(self, url: str, *, option: str, error: type[SchedulerError],
-                 connect_timeout: int = 5, query_timeout: int = 30):
+                 connect_timeout: int = 5, query_timeout: int = 30,
+                 keep_connection: bool = True):
         self._option, self._error = option, error
         self._url = parse_url(url, option)
         self.label = self._url.label
@@ -159,25 +215,51 @@ class DirectDatabase:
                 f'{option} needs the database driver {self._url.driver}: {hint}') from None
         self._arguments = connect_args(self._url.backend, self._url.driver, connect_timeout,
                                        query_timeout)
+        self._keep = keep_connection
         self._kept: Any = None
         self._opened_at = 0.0
+        self._kept_lock = threading.Lock()
+
+    @property
+    def backend(self) -> str:
+        return self._url.backend
 
     @contextmanager
     def connect(self) -> Iterator[DirectConnection]:
         """One read-only, repeatable-read transaction, rolled back when done."""
+        kept = self._keep and self._kept_lock.acquire(blocking=False)
+        raw = None
         try:
-            raw = self._checked_out()
             try:
-                yield DirectConnection(self._url, raw)
-            finally:
-                raw.rollback()
-        except self._dbapi.Error as e:
-            self._discard()
-            detail = error_line(str(e), self._url.password)
-            raise self._error(f'{type(e).__name__}: {detail}') from None
+                raw = self._checked_out() if kept else self._opened()
+                try:
+                    yield DirectConnection(self._url, raw)
+                finally:
+                    raw.rollback()
+            except self._dbapi.Error as e:
+                if kept:
+                    self._discard()
+                detail = error_line(str(e), self._url.password)
+                raise self._error(f'{type(e).__name__}: {detail}') from None
+        finally:
+            if kept:
+                self._kept_lock.release()
+            elif raw is not None:
+                _close(raw)
 
     def close(self) -> None:
-        self._discard()
+        with self._kept_lock:
+            self._discard()
+
+    def _opened(self) -> Any:
+        """A connection of this read's own, its transaction begun."""
+        raw = self._open()
+        try:
+            self._begin(raw, ping=False)
+        except BaseException:
+            _close(raw)
+            raise
+        return raw
 
     def _checked_out(self) -> Any:
         if self._kept is not None and time.monotonic() - self._opened_at > RECYCLE_SECONDS:
@@ -226,10 +308,14 @@ class DirectDatabase:
     def _discard(self) -> None:
         kept, self._kept = self._kept, None
         if kept is not None:
-            try:
-                kept.close()
-            except Exception:  # noqa: BLE001 - a connection that is gone is closed enough
-                pass
+            _close(kept)
+
+
+def _close(raw: Any) -> None:
+    try:
+        raw.close()
+    except Exception:  # noqa: BLE001 - a connection that is gone is closed enough
+        pass
 
 
 def _execute(raw: Any, statements: Sequence[str]) -> None:

@@ -13,8 +13,6 @@ request goes to Placement's API) and is logged, never guessed around.
 from __future__ import annotations
 
 import datetime
-import importlib
-import itertools
 import logging
 import math
 import time
@@ -360,7 +358,7 @@ class PlacementDatabaseReader(DirectDatabase):
         if before.newest_write is not None:
             since = before.newest_write - WRITE_OVERLAP
             rows = connection.rows(CHANGED_PROVIDERS,
-                                   {'since': _bind_timestamp(connection, since)})
+                                   {'since': connection.timestamp(since)})
         elif marks.newest_write is None:
             rows = []                   # no provider was ever written after its creation
         if rows is not None:
@@ -424,50 +422,11 @@ def _timestamp(value: Any) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(str(value))
 
 
-def _bind_timestamp(connection: DirectConnection, value: datetime.datetime) -> Any:
-    # SQLite keeps timestamps as Placement's SQLAlchemy writes them, text that sorts
-    # as time does.
-    if connection.backend == 'sqlite':
-        return value.strftime('%Y-%m-%d %H:%M:%S.%f')
-    return value
-
-
-def _chunks(connection: DirectConnection, query: str) -> Iterator[list[tuple]]:
-    """The rows of a large result, ``FETCH_CHUNK`` at a time, through a server-side
-    cursor where the driver has one: psycopg2 and PyMySQL otherwise receive the
-    whole result when the query is sent, and at 50,000 providers the driver's copy
-    of the inventories alone took 50 MB of a worker's peak."""
-    raw = connection.raw
-    driver = connection.driver
-    if driver == 'psycopg2':
-        cursor = raw.cursor(name=f'provider_view_{next(_CURSOR_NUMBERS)}')
-        cursor.itersize = FETCH_CHUNK
-    elif driver in ('pymysql', 'mysqldb'):
-        cursors = importlib.import_module(
-            'pymysql.cursors' if driver == 'pymysql' else 'MySQLdb.cursors')
-        cursor = raw.cursor(cursors.SSCursor)
-    else:
-        cursor = raw.cursor()   # SQLite's steps through the result as it is fetched
-    try:
-        cursor.execute(query)
-        while True:
-            rows = cursor.fetchmany(FETCH_CHUNK)
-            if not rows:
-                return
-            yield rows
-    finally:
-        cursor.close()
-
-
-#: Names of server-side cursors (unique within a connection's transaction).
-_CURSOR_NUMBERS = itertools.count()
-
-
 def _fetch_uuids(connection: DirectConnection) -> tuple[np.ndarray, list[str]]:
     """Every provider's id and uuid, in the order of the ids."""
     ids: list[np.ndarray] = []
     uuids: list[str] = []
-    for rows in _chunks(connection, PROVIDER_UUIDS):
+    for rows in connection.chunks(PROVIDER_UUIDS, FETCH_CHUNK):
         ids.append(np.array([r[0] for r in rows], dtype=np.int64))
         uuids.extend(r[1] for r in rows)
     found = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
@@ -478,7 +437,7 @@ def _fetch_uuids(connection: DirectConnection) -> tuple[np.ndarray, list[str]]:
 def _pieces(connection: DirectConnection, query: str, width: int,
             dtype: Any = np.int64) -> Iterator[np.ndarray]:
     """The rows of ``query`` (numbers only), an array of ``FETCH_CHUNK`` at a time."""
-    for chunk in _chunks(connection, query):
+    for chunk in connection.chunks(query, FETCH_CHUNK):
         yield np.array(chunk, dtype=dtype).reshape(len(chunk), width)
 
 
@@ -491,7 +450,7 @@ def _fetch_columns(connection: DirectConnection, query: str, width: int,
     [(count,)] = connection.rows(f'SELECT COUNT(*) FROM ({query}) counted')
     rows = np.empty((int(count), width), dtype=dtype)
     filled = 0
-    for chunk in _chunks(connection, query):
+    for chunk in connection.chunks(query, FETCH_CHUNK):
         values = np.array(chunk, dtype=dtype).reshape(len(chunk), width)
         if filled + len(values) > len(rows):    # only if the count was not the rows'
             rows = np.concatenate([rows[:filled], values])

@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import sqlalchemy
 
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader, CellDatabaseSync
+from scheduler.catalog.dbapi import DirectConnection
 from scheduler.exceptions import NoValidHost
 from scheduler.filters.numa_topology import NUMATopologyFilter
 from scheduler.host_state import HostState
@@ -90,7 +90,7 @@ def test_even_credentials_that_may_write_get_a_read_only_session(cell_db: CellDa
 
     with pytest.raises(CellDatabaseError, match='read.only|READ ONLY'):
         with reader.connect() as connection:
-            connection.exec_driver_sql("UPDATE compute_nodes SET host = 'hijacked'")
+            connection.rows("UPDATE compute_nodes SET host = 'hijacked'")
 
     assert cell_db.query('SELECT host FROM compute_nodes') == [('big',)]
     # The same session reads: only writes are refused.
@@ -130,10 +130,11 @@ def test_a_read_finds_every_write_since_the_last_and_postgresql_sends_only_the_r
     assert after[SMALL] == before[SMALL]
     assert after[untouched] is before[untouched]   # not parsed again
     if cell_db.backend == 'postgresql':
-        # The rows' texts again for the rows written only (SMALL's too: written is
-        # written); the versions of all were asked through the driver's own cursor.
-        [(rows_written, uuids)] = sent
-        assert 'numa_topology' in rows_written and 'AND uuid IN' in rows_written
+        # The versions of all, then the rows' texts again for the rows written only
+        # (SMALL's too: written is written).
+        [(versions, named), (rows_written, uuids)] = sent
+        assert 'numa_topology' not in versions and named == []
+        assert 'numa_topology' in rows_written and 'AND uuid = ANY' in rows_written
         assert sorted(uuids) == sorted([BIG, SMALL, new])
     else:
         [(whole, _)] = sent   # every row, as before
@@ -188,19 +189,28 @@ def test_a_kept_reader_reads_what_a_new_reader_reads_after_random_writes(cell_db
 
 @contextlib.contextmanager
 def statements_sent() -> Iterator[list[tuple[str, list[str]]]]:
-    """The SELECTs any engine sent meanwhile through SQLAlchemy, each with the uuids it
-    names (bound, or written into the statement)."""
+    """The SELECTs any reader sent meanwhile, each with the uuids it names (bound, or
+    written into the statement)."""
     sent: list[tuple[str, list[str]]] = []
+    rows, chunks = DirectConnection.rows, DirectConnection.chunks
 
-    def record(_conn, _cursor, statement, parameters, _context, _many):
+    def record(statement, parameters):
         if statement.lstrip().upper().startswith('SELECT'):
             sent.append((statement, UUID.findall(f'{statement} {parameters!r}')))
 
-    sqlalchemy.event.listen(sqlalchemy.engine.Engine, 'before_cursor_execute', record)
+    def recorded_rows(self, query, parameters=None):
+        record(query, parameters)
+        return rows(self, query, parameters)
+
+    def recorded_chunks(self, query, size, parameters=None):
+        record(query, parameters)
+        return chunks(self, query, size, parameters)
+
+    DirectConnection.rows, DirectConnection.chunks = recorded_rows, recorded_chunks
     try:
         yield sent
     finally:
-        sqlalchemy.event.remove(sqlalchemy.engine.Engine, 'before_cursor_execute', record)
+        DirectConnection.rows, DirectConnection.chunks = rows, chunks
 
 
 def cell_db_node(cell_db: CellDatabase, node_uuid: str):
@@ -213,7 +223,7 @@ def test_the_reader_user_may_only_select(cell_db: CellDatabase):
     reader = CellDatabaseReader(cell_db.reader_url)
     with pytest.raises(CellDatabaseError):
         with reader.connect() as connection:
-            connection.exec_driver_sql('CREATE TABLE stolen (id INTEGER)')
+            connection.rows('CREATE TABLE stolen (id INTEGER)')
 
 
 def test_a_cell_that_stops_answering_keeps_its_last_good_data_and_no_password_is_logged(

@@ -1,8 +1,9 @@
-"""The provider view's large reads come a chunk at a time from each real driver.
+"""Large reads come a chunk at a time from each real driver.
 
 At 50,000 providers the drivers' own copy of a whole result (psycopg2 and PyMySQL
 receive all of it when the query is sent) was most of a worker's peak, so the
-reader (scheduler/catalog/placement_db.py) asks for a server-side cursor. These
+readers of Placement's and the cells' databases (scheduler/catalog/placement_db.py,
+cell_db.py) ask for a server-side cursor (``DirectConnection.chunks``). These
 tests read a table of the REAL MariaDB and PostgreSQL of this machine through a
 read-only connection of the driver's own, as the reader does.
 """
@@ -43,7 +44,7 @@ def test_a_large_result_arrives_in_chunks_with_every_row_once(reader, monkeypatc
     monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
 
     with reader.connect() as connection:
-        chunks = list(placement_db._chunks(connection, 'SELECT vcpus FROM compute_nodes'))
+        chunks = list(connection.chunks('SELECT vcpus FROM compute_nodes', 3))
         columns = placement_db._fetch_columns(connection, 'SELECT id, vcpus FROM compute_nodes',
                                               2)
 
@@ -52,17 +53,15 @@ def test_a_large_result_arrives_in_chunks_with_every_row_once(reader, monkeypatc
     assert sorted(columns[:, 1].tolist()) == list(range(ROWS))
 
 
-def test_on_postgresql_the_rows_stay_on_the_server_until_they_are_fetched(postgres_cell,
-                                                                           monkeypatch):
+def test_on_postgresql_the_rows_stay_on_the_server_until_they_are_fetched(postgres_cell):
     reader = _filled(postgres_cell)
-    monkeypatch.setattr(placement_db, 'FETCH_CHUNK', 3)
-
     with reader.connect() as connection:
-        chunks = placement_db._chunks(connection, 'SELECT vcpus FROM compute_nodes')
+        chunks = connection.chunks('SELECT vcpus FROM compute_nodes WHERE vcpus >= :least', 3,
+                                   {'least': 0})
         next(chunks)
         open_cursors = connection.rows('SELECT name, is_holdable FROM pg_cursors')
         rest = list(chunks)
 
     reader.close()
-    assert [name for name, _ in open_cursors if name.startswith('provider_view_')]
+    assert [name for name, _ in open_cursors if name.startswith('scheduler_read_')]
     assert sum(len(c) for c in rest) == ROWS - 3

@@ -107,7 +107,7 @@ def test_the_connection_is_read_only(tmp_path):
 
     with pytest.raises(CellDatabaseError, match='readonly|read-only|query_only'):
         with reader.connect() as connection:
-            connection.exec_driver_sql("UPDATE compute_nodes SET host = 'elsewhere'")
+            connection.rows("UPDATE compute_nodes SET host = 'elsewhere'")
 
     with sqlite3.connect(tmp_path / 'cell1.db') as db:
         assert db.execute('SELECT host FROM compute_nodes').fetchall() == [('cn1',)]
@@ -650,15 +650,14 @@ def test_a_node_a_request_reads_renamed_moved_or_new_is_a_change_of_everything(c
 
 @pytest.mark.parametrize('max_age, opened', [(0, 1), (5, 1), (-1, 3)])
 def test_a_worker_keeps_a_connection_to_a_cell_while_requests_may_wait_for_its_rows(
-        tmp_path, max_age, opened):
-    import sqlalchemy
-
+        tmp_path, max_age, opened, monkeypatch):
     url = sqlite_cell(tmp_path / 'cell1.db', [row('cn1')])
     sync = cell_db_sync_from_conf(conf_with(connections=[url], max_age=max_age),
                                   HostCatalog(default_cell_uuid=CELL_UUID))
     [reader] = sync._readers
     connects = []
-    sqlalchemy.event.listen(reader._engine, 'connect', lambda *_: connects.append(1))
+    open_connection = reader._open
+    monkeypatch.setattr(reader, '_open', lambda: connects.append(1) or open_connection())
 
     for _ in range(3):
         assert [n.nodename for n in reader.read_nodes([uuid_for('cn1')])[0]] == ['cn1']

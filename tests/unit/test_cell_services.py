@@ -193,3 +193,36 @@ def test_a_read_that_finds_nothing_changed_hands_back_the_last_reads_objects(tmp
     reader = reader_of(sqlite_cell(tmp_path / 'cell1.db', [row(1, 'cn1'), row(2, 'cn2')]))
     first = reader.read_service_keys()
     assert reader.read_service_keys() is first
+
+
+def test_a_worker_reads_its_cells_without_loading_sqlalchemy(tmp_path):
+    # SQLAlchemy's import and engine added 17 MB to each worker (doc/performance.md):
+    # every read of the cell source goes through the driver alone.
+    import subprocess
+    import sys
+    import textwrap
+
+    url = sqlite_cell(tmp_path / 'cell1.db', [row(1, 'cn1'), row(2, 'cn2', disabled=True)])
+    with sqlite3.connect(tmp_path / 'cell1.db') as db:
+        db.execute('CREATE TABLE compute_nodes (uuid TEXT, hypervisor_hostname TEXT, host TEXT, '
+                   'numa_topology TEXT, pci_stats TEXT, cpu_allocation_ratio FLOAT, '
+                   'ram_allocation_ratio FLOAT, supported_instances TEXT, host_ip TEXT, '
+                   'hypervisor_type TEXT, hypervisor_version INTEGER, cpu_info TEXT, '
+                   'deleted INTEGER)')
+        db.execute("INSERT INTO compute_nodes VALUES ('5c6b5c59-3b51-4a5f-a3c3-8c5e1b7d9e01', "
+                   "'cn1', 'cn1', NULL, NULL, 4.0, 1.0, NULL, NULL, NULL, NULL, NULL, 0)")
+    worker = subprocess.run([sys.executable, '-c', textwrap.dedent(f"""
+        import sys
+        from scheduler.catalog.cell_db import CellDatabaseReader
+        from scheduler.catalog.cell_services import CellServicesReader
+        reader = CellDatabaseReader({url!r}, keep_connection=True)
+        nodes, _ = reader.read()
+        services = CellServicesReader([reader], down_time=10 ** 9)
+        states, _ = services.read_services()
+        services.read_services()
+        again = services.usual_again(['cn2'])
+        print(len(nodes), sorted(states), sorted(services.unusual_now(['cn1', 'cn2'])),
+              sorted(again), 'sqlalchemy' in sys.modules)
+        """)], capture_output=True, text=True, check=True)
+
+    assert worker.stdout.split() == ['1', "['cn1',", "'cn2']", "['cn2']", '[]', 'False']

@@ -62,12 +62,13 @@ def test_a_driver_not_installed_is_named_with_what_would_provide_it(monkeypatch,
     assert 'pw' not in str(error.value)
 
 
-def test_a_password_is_decoded_for_the_driver_and_masked_in_the_label():
+def test_a_password_is_decoded_for_the_driver_and_masked_in_the_label_as_given():
     parsed = parse_url('postgresql://placement:p%40ss%2Fw0rd@db1/placement', OPTION)
 
     assert parsed.password == 'p@ss/w0rd'
-    assert parsed.label == 'postgresql+psycopg2://placement:***@db1/placement'
+    assert parsed.label == 'postgresql://placement:***@db1/placement'
     assert 'w0rd' not in repr(parsed)
+    assert parse_url('mysql+pymysql://u:pw@db1/nova', OPTION).label == 'mysql+pymysql://u:***@db1/nova'
 
 
 @pytest.mark.parametrize('url, message', [
