@@ -14,11 +14,11 @@ cell_database_group = cfg.OptGroup(
          'NUMATopologyFilter, PciPassthroughFilter and PCIWeigher use them. Off while '
          '``connections`` is empty. Nothing is ever written: every session is read-only, '
          'and a database user with SELECT on ``compute_nodes`` is all it needs. Needs '
-         'the ``celldb`` extra (SQLAlchemy and a driver: PyMySQL, psycopg2).')
+         'the ``celldb`` extra (the drivers: PyMySQL, psycopg2).')
 
 cell_database_opts = [
     cfg.MultiStrOpt('connections', default=[], secret=True,
-                    help='SQLAlchemy URL of each cell database to read, one value per cell '
+                    help='URL of each cell database to read, as SQLAlchemy writes it, one value per cell '
                          '(the ``[database] connection`` of that cell\'s conductor, ideally '
                          'with a read-only user), e.g. '
                          '``mysql+pymysql://scheduler:secret@db1/nova_cell1``. Prefixed '
