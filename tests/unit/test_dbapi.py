@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from scheduler.catalog.dbapi import DirectConnection, DirectDatabase, parse_url
+from scheduler.catalog.dbapi import Array, DirectConnection, DirectDatabase, parse_url
 from scheduler.exceptions import ConfigurationError
 from scheduler.provider_view.view import ProviderViewError
 
@@ -126,6 +126,59 @@ def test_a_read_of_sqlite_is_one_read_only_transaction(tmp_path):
     with database.connect() as again:                       # the kept connection, checked
         assert again.raw is connection.raw and again.one('SELECT COUNT(*) FROM t') == (3,)
     database.close()
+
+
+def sqlite_table(tmp_path, rows=3) -> str:
+    path = tmp_path / 'cell.db'
+    with sqlite3.connect(path) as setup:
+        setup.execute('CREATE TABLE t (id INTEGER)')
+        setup.executemany('INSERT INTO t VALUES (?)', [(i,) for i in range(1, rows + 1)])
+    return f'sqlite:///{path}'
+
+
+def test_a_read_while_the_kept_connection_is_busy_has_its_own_and_closes_it(tmp_path):
+    database = DirectDatabase(sqlite_table(tmp_path), option=OPTION, error=ProviderViewError)
+
+    with database.connect() as first:
+        with database.connect() as second:     # another thread's read, say
+            assert second.raw is not first.raw
+            assert second.one('SELECT COUNT(*) FROM t') == (3,)
+        with pytest.raises(sqlite3.ProgrammingError):         # closed, not kept
+            second.raw.execute('SELECT 1')
+    with database.connect() as third:
+        assert third.raw is first.raw
+    database.close()
+
+
+def test_without_keep_connection_each_read_opens_and_closes_its_own(tmp_path):
+    database = DirectDatabase(sqlite_table(tmp_path), option=OPTION, error=ProviderViewError,
+                              keep_connection=False)
+
+    with database.connect() as first:
+        pass
+    with database.connect() as second:
+        assert second.raw is not first.raw
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.raw.execute('SELECT 1')
+
+
+def test_a_large_result_comes_in_chunks_with_its_parameters(tmp_path):
+    database = DirectDatabase(sqlite_table(tmp_path, rows=7), option=OPTION,
+                              error=ProviderViewError)
+
+    with database.connect() as connection:
+        chunks = list(connection.chunks('SELECT id FROM t WHERE id > :low ORDER BY id', 3,
+                                        {'low': 1}))
+
+    assert chunks == [[(2,), (3,), (4,)], [(5,), (6,), (7,)]]
+
+
+def test_an_array_is_one_parameter_where_a_list_is_many():
+    connection = DirectConnection(parse_url('postgresql://u:p@h/d', OPTION), raw=None)
+
+    assert connection._positional('SELECT 1 WHERE a = ANY(:a) AND b IN :b',
+                                  {'a': Array(('x', 'y')), 'b': ['x', 'y']}) == (
+        'SELECT 1 WHERE a = ANY(%s) AND b IN (%s, %s)', [['x', 'y'], 'x', 'y'])
 
 
 def test_a_driver_error_is_the_reader_s_error_without_the_password():
