@@ -18,8 +18,9 @@ cell_database_group = cfg.OptGroup(
 
 cell_database_opts = [
     cfg.MultiStrOpt('connections', default=[], secret=True,
-                    help='URL of each cell database to read, as SQLAlchemy writes it, one value per cell '
-                         '(the ``[database] connection`` of that cell\'s conductor, ideally '
+                    help='URL of each cell database to read, as SQLAlchemy writes it, one '
+                         'value per cell (the ``[database] connection`` of that cell\'s '
+                         'conductor, ideally '
                          'with a read-only user), e.g. '
                          '``mysql+pymysql://scheduler:secret@db1/nova_cell1``. Prefixed '
                          'with ``CELL_UUID=`` (the cell mapping\'s uuid, '
