@@ -76,9 +76,9 @@ _VERSION = 'CAST(CAST(xmin AS text) AS bigint)'
 #: On PostgreSQL: the rows read with their versions, and the versions alone.
 VERSIONED_QUERY = f'SELECT {_COLUMNS}, {_VERSION} FROM compute_nodes WHERE deleted = 0'
 VERSIONS_QUERY = f'SELECT uuid, {_VERSION} FROM compute_nodes WHERE deleted = 0'
-#: On PostgreSQL, some rows of a query by their uuids, given as one array (a list
-#: of a thousand parameters is a thousand marks to quote and the server to parse).
-BY_UUIDS = '{} AND uuid = ANY(:uuids)'
+#: On PostgreSQL, some rows by their uuids, given as one array (a list of a thousand
+#: parameters is a thousand marks to quote and the server to parse).
+VERSIONED_BY_UUIDS = f'{VERSIONED_QUERY} AND uuid = ANY(:uuids)'
 #: A periodic read on PostgreSQL reads again only the rows whose version moved, when they
 #: are at most this share of the rows (else it reads every row).
 CHANGED_SHARE = 0.5
@@ -375,7 +375,7 @@ class CellDatabaseReader(DirectDatabase):
                 fresh: dict[str, ComputeNodeData | None] = {}
                 for start in range(0, len(moved), CHANGED_BATCH):
                     for raw in connection.rows(
-                            BY_UUIDS.format(VERSIONED_QUERY),
+                            VERSIONED_BY_UUIDS,
                             {'uuids': Array(moved[start:start + CHANGED_BATCH])}):
                         fresh[raw[0]] = self._versioned_node(raw, problems)
                 # A uuid not read again was deleted since the versions were read.
@@ -409,7 +409,7 @@ class CellDatabaseReader(DirectDatabase):
         with self.connect() as connection:
             versioned = _versioned(connection)
             if versioned:
-                rows = connection.rows(BY_UUIDS.format(VERSIONED_QUERY),
+                rows = connection.rows(VERSIONED_BY_UUIDS,
                                        {'uuids': Array(list(provider_uuids))})
             else:
                 rows = connection.rows(QUERY + ' AND uuid IN :uuids',

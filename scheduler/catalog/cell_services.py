@@ -28,6 +28,7 @@ reader user needs granted is ``SELECT`` on it.
 from __future__ import annotations
 
 import datetime
+import functools
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -182,12 +183,12 @@ class CellServicesReader:
         for reader in self._readers:
             try:
                 with reader.connect() as connection:
-                    statement = _Statements.of(connection.backend).by_host[not usual]
+                    statement = _statements(connection.backend).by_host[not usual]
+                    window = self._window(connection, now)
                     for chunk in _chunks(named, BY_HOST_CHUNK):
                         # PostgreSQL: one parameter, the hosts as an array.
                         chunk_of = Array(chunk) if connection.backend == 'postgresql' else chunk
-                        rows.extend(connection.rows(statement, {
-                            **self._window(connection, now), 'hosts': chunk_of}))
+                        rows.extend(connection.rows(statement, {**window, 'hosts': chunk_of}))
             except CellDatabaseError as e:
                 raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         states, _ = ServicesParser().parse_keys(
@@ -214,7 +215,7 @@ class CellServicesReader:
             try:
                 with reader.connect() as connection:
                     found.update(interned(row[0]) for row in connection.rows(
-                        _Statements.of(connection.backend).hosts, {'binary': COMPUTE_BINARY}))
+                        _statements(connection.backend).hosts, {'binary': COMPUTE_BINARY}))
             except CellDatabaseError as e:
                 raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         return found
@@ -224,7 +225,7 @@ class CellServicesReader:
         """This cell's services now, and whether their keys differ from ``last``'s."""
         try:
             with reader.connect() as connection:
-                statements = _Statements.of(connection.backend)
+                statements = _statements(connection.backend)
                 full = last is None
                 if last is not None:
                     # One round trip: the members, and the unusual rows joined to them
@@ -278,36 +279,28 @@ class _Statements:
     #: By host, (the usual rows, the unusual rows).
     by_host: tuple[str, str]
 
-    @staticmethod
-    def of(backend: str) -> _Statements:
-        statements = _STATEMENTS.get(backend)
-        if statements is None:
-            statements = _STATEMENTS[backend] = _Statements.build(backend)
-        return statements
 
-    @staticmethod
-    def build(backend: str) -> _Statements:
-        binary = '`binary`' if backend == 'mysql' else '"binary"'
-        columns = ', '.join(f's.{c}' for c in COLUMNS)
-        live = f's.deleted = 0 AND s.{binary} = :binary'
-        heartbeat = 'COALESCE(s.last_seen_up, s.created_at)'
-        # Exactly the rows whose key is not "up, enabled, no reason, not forced", a
-        # heartbeat within [low, high] being up; never NULL, so that NOT is its complement.
-        unusual = (f'(s.disabled IS TRUE OR s.forced_down IS TRUE '
-                   f'OR s.disabled_reason IS NOT NULL OR {heartbeat} IS NULL '
-                   f'OR {heartbeat} < :low OR {heartbeat} > :high)')
-        # PostgreSQL: the hosts as one array parameter (expanding a list into 250
-        # parameters, then quoting each, took most of a read's CPU in the service).
-        named = 's.host = ANY(:hosts)' if backend == 'postgresql' else 's.host IN :hosts'
-        by_host = f'SELECT {columns} FROM services s WHERE {live} AND {named} AND '
-        return _Statements(
-            hosts=f'SELECT s.host FROM services s WHERE {live}',
-            every_row=f'SELECT s.id, {columns} FROM services s WHERE {live} ORDER BY s.id',
-            members_and_unusual=(
-                f'SELECT counted.n, counted.m, s.id, {columns} FROM '
-                f'(SELECT COUNT(*) AS n, MAX(s.id) AS m FROM services s WHERE {live}) counted '
-                f'LEFT OUTER JOIN services s ON {live} AND {unusual} ORDER BY s.id'),
-            by_host=(by_host + f'NOT {unusual}', by_host + unusual))
-
-
-_STATEMENTS: dict[str, _Statements] = {}
+@functools.cache
+def _statements(backend: str) -> _Statements:
+    """:class:`_Statements` for ``backend``, written once."""
+    binary = '`binary`' if backend == 'mysql' else '"binary"'
+    columns = ', '.join(f's.{c}' for c in COLUMNS)
+    live = f's.deleted = 0 AND s.{binary} = :binary'
+    heartbeat = 'COALESCE(s.last_seen_up, s.created_at)'
+    # Exactly the rows whose key is not "up, enabled, no reason, not forced", a
+    # heartbeat within [low, high] being up; never NULL, so that NOT is its complement.
+    unusual = (f'(s.disabled IS TRUE OR s.forced_down IS TRUE '
+               f'OR s.disabled_reason IS NOT NULL OR {heartbeat} IS NULL '
+               f'OR {heartbeat} < :low OR {heartbeat} > :high)')
+    # PostgreSQL: the hosts as one array parameter (expanding a list into 250
+    # parameters, then quoting each, took most of a read's CPU in the service).
+    named = 's.host = ANY(:hosts)' if backend == 'postgresql' else 's.host IN :hosts'
+    by_host = f'SELECT {columns} FROM services s WHERE {live} AND {named} AND '
+    return _Statements(
+        hosts=f'SELECT s.host FROM services s WHERE {live}',
+        every_row=f'SELECT s.id, {columns} FROM services s WHERE {live} ORDER BY s.id',
+        members_and_unusual=(
+            f'SELECT counted.n, counted.m, s.id, {columns} FROM '
+            f'(SELECT COUNT(*) AS n, MAX(s.id) AS m FROM services s WHERE {live}) counted '
+            f'LEFT OUTER JOIN services s ON {live} AND {unusual} ORDER BY s.id'),
+        by_host=(by_host + f'NOT {unusual}', by_host + unusual))

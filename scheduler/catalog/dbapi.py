@@ -220,10 +220,6 @@ class DirectDatabase:
         self._opened_at = 0.0
         self._kept_lock = threading.Lock()
 
-    @property
-    def backend(self) -> str:
-        return self._url.backend
-
     @contextmanager
     def connect(self) -> Iterator[DirectConnection]:
         """One read-only, repeatable-read transaction, rolled back when done."""
