@@ -406,6 +406,9 @@ class CellDatabaseReader(DirectDatabase):
 
     def read_nodes(self, provider_uuids: Sequence[str]) -> tuple[list[ComputeNodeData], list[str]]:
         """:meth:`read`, for these compute nodes only (bound parameters)."""
+        if not provider_uuids:
+            # ``IN ()`` is a syntax error on MySQL and SQLite; none are asked for.
+            return [], []
         with self.connect() as connection:
             versioned = _versioned(connection)
             if versioned:

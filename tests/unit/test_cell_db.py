@@ -675,3 +675,16 @@ def test_reads_of_one_cell_at_the_same_time_do_not_wait_for_the_kept_connection(
         nodes, _ = reader.read_nodes([uuid_for('cn1')])
 
     assert [n.nodename for n in nodes] == ['cn1']
+
+
+def test_reading_no_compute_nodes_by_uuid_asks_the_database_nothing(tmp_path, monkeypatch):
+    url = sqlite_cell(tmp_path / 'cell1.db', [row('cn1')])
+    sync = cell_db_sync_from_conf(conf_with(connections=[url], max_age=0),
+                                  HostCatalog(default_cell_uuid=CELL_UUID))
+    [reader] = sync._readers
+    connects = []
+    open_connection = reader._open
+    monkeypatch.setattr(reader, '_open', lambda: connects.append(1) or open_connection())
+
+    assert reader.read_nodes([]) == ([], [])
+    assert connects == []
