@@ -135,9 +135,8 @@ def matching(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         inv = snapshot.inventories.get(rc)
         if inv is None:
             return np.zeros(0, dtype=np.intp)
-        used = used_with(snapshot, rc, inv, overlay)
         step = np.where(inv.step_size > 0, inv.step_size, 1)
-        fits = ((used + amount <= inv.limit)
+        fits = (Claimed.of(snapshot, rc, inv, overlay).room_for(amount)
                 & (inv.min_unit <= amount) & (inv.max_unit >= amount)
                 & (amount % step == 0))
         holds = np.zeros(n, dtype=bool)
@@ -223,16 +222,46 @@ def provider_summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> 
             'root_provider_uuid': snapshot.uuids[int(snapshot.roots[row])]}
 
 
-def used_with(snapshot: ProviderSnapshot, rc: str, inv: Inventory,
-              overlay: Overlay) -> np.ndarray:
-    """``inv``'s usage with this worker's claims since the read added."""
-    rows = [(snapshot.index[rp], amounts[rc]) for rp, amounts in overlay.items()
-            if rc in amounts and rp in snapshot.index]
-    if not rows:
-        return inv.used
-    used = inv.used.copy()
-    for row, amount in rows:
-        at = inv.position(row)
-        if at is not None:
-            used[at] += amount
-    return used
+class Claimed:
+    """This worker's claims since the read on one class: where they are in its
+    inventory, and how much. A sparse correction of the read's usage rather than
+    a copy of it: the claims touch a few providers of tens of thousands, and a
+    copy of the column per class per request (a whole column at 50,000 hosts with
+    nested trees) was among what a worker's peak held (doc/performance.md)."""
+
+    __slots__ = ('inv', 'at', 'amounts', '_by_position')
+
+    def __init__(self, inv: Inventory, at: np.ndarray, amounts: np.ndarray):
+        self.inv, self.at, self.amounts = inv, at, amounts
+        self._by_position: dict[int, int] | None = None
+
+    @classmethod
+    def of(cls, snapshot: ProviderSnapshot, rc: str, inv: Inventory,
+           overlay: Overlay) -> Claimed:
+        """The claims of ``overlay`` on ``rc`` at providers ``inv`` holds."""
+        at, amounts = [], []
+        index = snapshot.index
+        for rp, claimed in overlay.items():
+            amount = claimed.get(rc)
+            row = index.get(rp) if amount else None
+            position = inv.position(row) if row is not None else None
+            if position is not None:
+                at.append(position)
+                amounts.append(amount)
+        return cls(inv, np.array(at, dtype=np.intp), np.array(amounts, dtype=np.int64))
+
+    def room_for(self, amount: int) -> np.ndarray:
+        """Per provider of the inventory, whether ``amount`` more fits within its
+        capacity with the claims (Placement's check: ``used + amount <= (total -
+        reserved) * allocation_ratio``)."""
+        inv, at = self.inv, self.at
+        fits = inv.used + amount <= inv.limit
+        if len(at):
+            fits[at] = inv.used[at] + self.amounts + amount <= inv.limit[at]
+        return fits
+
+    def used(self, position: int) -> int:
+        """The usage at one position of the inventory, the claims included."""
+        if self._by_position is None:
+            self._by_position = dict(zip(self.at.tolist(), self.amounts.tolist(), strict=True))
+        return int(self.inv.used[position]) + self._by_position.get(position, 0)

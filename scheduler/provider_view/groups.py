@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
+from scheduler.provider_view.answer import Claimed
 from scheduler.provider_view.search import Cloud, Rules, Slot
 from scheduler.provider_view.snapshot import Inventory, ProviderSnapshot
 
@@ -118,21 +119,22 @@ def rules_of(query: AllocationCandidatesQuery) -> Rules:
 
 
 def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
-               used: dict[str, np.ndarray]) -> Candidates:
-    """Each slot's providers, by tree; ``used``: per class requested, the usage
-    (aligned with the snapshot's inventory of it) the answer counts."""
+               claimed: dict[str, Claimed]) -> Candidates:
+    """Each slot's providers, by tree; ``claimed``: per class requested that the
+    snapshot holds, the claims the answer counts besides the read's usage."""
     rules = rules_of(query)
-    masks = _slot_masks(snapshot, query, used)
     pairs = [_anchored(snapshot, mask, shares) for mask, shares in
-             zip(masks, _shares(query), strict=True)]
+             zip(_slot_masks(snapshot, query, claimed), _shares(query), strict=True)]
     # Set operations as columns over the providers, not sorts: at 50,000 hosts the
     # sorted intersections took most of a request's 150 ms.
     anchors = _anchor_ok(snapshot, query)
-    # Per slot, how many providers each anchor has: whether it has one, and,
-    # for the candidate roots, where each one's run begins once the keys are sorted.
-    counts = [np.bincount(keys, minlength=len(snapshot)) for keys, _ in pairs]
-    for count in counts:
-        anchors &= count > 0
+    # An anchor needs a provider for every slot. Flags a byte a provider, one slot
+    # at a time: a count per provider per slot, all kept until the runs below, was
+    # up to 10 MB of a worker's peak at 50,000 hosts with nested trees.
+    for keys, _ in pairs:
+        has = np.zeros(len(snapshot), dtype=bool)
+        has[keys] = True
+        anchors &= has
     common = np.flatnonzero(anchors)
     by_slot: list[tuple[np.ndarray, np.ndarray] | None] = []
     alone = np.ones(len(common), dtype=bool)
@@ -141,7 +143,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     # (a resourceless unsuffixed group) it checks nothing, nor does this.
     with_trait = ({trait: np.zeros(len(snapshot), dtype=bool) for trait in rules.traits}
                   if any(not slot.granular for slot in rules.slots) else {})
-    for slot, (keys, rows), count in zip(rules.slots, pairs, counts, strict=True):
+    for slot, (keys, rows) in zip(rules.slots, pairs, strict=True):
         kept = anchors[keys]
         keys, rows = keys[kept], rows[kept]
         if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():
@@ -152,7 +154,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
         # 50,000 hosts with nested trees, two searchsorted a slot were two thirds
         # of a flat flavor's request. Only the candidate roots' keys are left, in
         # their order, so the runs add up over those roots alone.
-        held = count[common]
+        held = np.bincount(keys, minlength=len(snapshot))[common]
         end = np.cumsum(held)
         start = end - held
         if len(rows):
@@ -170,7 +172,7 @@ def candidates(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
     within = np.ones(len(common), dtype=bool)
     for found in with_trait.values():
         within &= found[common]
-    return Candidates(rules, _cloud(snapshot, rules, used), common,
+    return Candidates(rules, _cloud(snapshot, rules, claimed), common,
                       _BySlot(common, by_slot), alone, serves[common], within)
 
 
@@ -232,7 +234,7 @@ def _identity(group: RequestGroupQuery, query: AllocationCandidatesQuery) -> tup
 
 
 def _slot_masks(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
-                used: dict[str, np.ndarray]) -> list[np.ndarray]:
+                claimed: dict[str, Claimed]) -> list[np.ndarray]:
     """Per slot, the providers that may fill it, whatever their anchor (the
     anchor's own rules: :func:`_anchor_ok`)."""
     n = len(snapshot)
@@ -248,14 +250,14 @@ def _slot_masks(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery,
             base &= member | member[roots]
         if group.forbidden_aggregates:
             base &= ~_member_of(snapshot, [frozenset(group.forbidden_aggregates)])
-        masks.extend(base & _fits(snapshot, rc, amount, used)
+        masks.extend(base & _fits(snapshot, rc, amount, claimed)
                      for rc, amount in sorted(group.resources.items()))
     for group in _granular(query):
         mask = np.ones(n, dtype=bool)
         if group.resources:
             mask &= _in_tree(snapshot, group)
         for rc, amount in group.resources.items():
-            mask &= _fits(snapshot, rc, amount, used)
+            mask &= _fits(snapshot, rc, amount, claimed)
         for trait in group.required_traits:
             mask &= snapshot.with_trait(trait)
         for trait in group.forbidden_traits:
@@ -283,13 +285,13 @@ def _member_of(snapshot: ProviderSnapshot, sets: Sequence[frozenset[str]]) -> np
 
 
 def _fits(snapshot: ProviderSnapshot, rc: str, amount: int,
-          used: dict[str, np.ndarray]) -> np.ndarray:
+          claimed: dict[str, Claimed]) -> np.ndarray:
     """Per provider, whether it can give ``amount`` of ``rc`` on its own."""
     mask = np.zeros(len(snapshot), dtype=bool)
     inv = snapshot.inventories.get(rc)
     if inv is None:
         return mask
-    fits = used[rc] + amount <= inv.limit
+    fits = claimed[rc].room_for(amount)
     # Most clouds' units allow every amount a flavor asks: then only capacity is
     # checked per provider (the unit checks were half of this function's time at
     # 50,000 hosts with nested trees: bench.match's profile).
@@ -304,8 +306,8 @@ def _fits(snapshot: ProviderSnapshot, rc: str, amount: int,
     return mask
 
 
-def _cloud(snapshot: ProviderSnapshot, rules: Rules, used: dict[str, np.ndarray]) -> Cloud:
-    room = {rc: _Room(snapshot.inventories.get(rc), used.get(rc))
+def _cloud(snapshot: ProviderSnapshot, rules: Rules, claimed: dict[str, Claimed]) -> Cloud:
+    room = {rc: _Room(snapshot.inventories.get(rc), claimed.get(rc))
             for rc in {rc for slot in rules.slots for rc, _ in slot.resources}}
     has = {trait: snapshot.trait_flags(trait) for trait in rules.traits}
     return Cloud(room, snapshot.parents_for_search(), has)
@@ -318,8 +320,8 @@ class _Room:
     request, was an eighth of the match at 50,000 hosts with nested trees
     (bench.match, the workload's mix), and the search mostly read none of it."""
 
-    def __init__(self, inv: Inventory | None, used: np.ndarray | None):
-        self._inv, self._used = inv, used
+    def __init__(self, inv: Inventory | None, claimed: Claimed | None):
+        self._inv, self._claimed = inv, claimed
         self._known: dict[int, int] = {}
 
     def __getitem__(self, row: int) -> int:
@@ -331,10 +333,10 @@ class _Room:
     def _work_out(self, row: int) -> int:
         inv = self._inv
         at = None if inv is None else inv.position(row)
-        if inv is None or at is None or self._used is None:
+        if inv is None or at is None or self._claimed is None:
             return -1
         # Placement's last check, on the combination: capacity as its summary
         # rounds it, and max_unit for what several groups take together. Below -1
         # it says no more than -1 does (no room), and a provider without room is
         # no slot's candidate.
-        return max(min(int(inv.capacity[at]) - int(self._used[at]), int(inv.max_unit[at])), -1)
+        return max(min(int(inv.capacity[at]) - self._claimed.used(at), int(inv.max_unit[at])), -1)

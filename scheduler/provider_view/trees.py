@@ -32,7 +32,7 @@ from placement_client.models import Candidates
 from placement_client.query import AllocationCandidatesQuery
 from scheduler.host_state import SHARING_TRAIT
 from scheduler.provider_view import groups
-from scheduler.provider_view.answer import Overlay, summaries, used_with
+from scheduler.provider_view.answer import Claimed, Overlay, summaries
 from scheduler.provider_view.search import BUDGET, Rules, assignments
 from scheduler.provider_view.snapshot import ProviderSnapshot
 
@@ -88,9 +88,9 @@ def answer(snapshot: ProviderSnapshot, query: AllocationCandidatesQuery, overlay
     (``overlay``). Only for a query :func:`.answer.why_not_exact` accepts;
     :class:`.search.Unsettled` when a tree could not be decided within ``budget``."""
     classes = {rc for g in query.groups for rc in g.resources}
-    used = {rc: used_with(snapshot, rc, snapshot.inventories[rc], overlay)
-            for rc in classes if rc in snapshot.inventories}
-    found = groups.candidates(snapshot, query, used)
+    claimed = {rc: Claimed.of(snapshot, rc, snapshot.inventories[rc], overlay)
+               for rc in classes if rc in snapshot.inventories}
+    found = groups.candidates(snapshot, query, claimed)
     rules, cloud = found.rules, found.cloud
     sharing = snapshot.with_trait(SHARING_TRAIT) if snapshot.sharing else None
     settled, held = _settled_without_search(snapshot, found)
