@@ -220,6 +220,8 @@ class HostTable:
     pci_free: np.ndarray
     supported_instances: list[Any]
     capacity: dict[str, np.ndarray]
+    #: usage as stored, maybe shared with the table this one was forked from: what the
+    #: table added (add_used()) is read with used_at(), free_at() or column()
     used: dict[str, np.ndarray]
     records: list[HostRecord]
     aggregates: list[tuple[Aggregate, ...]]
@@ -335,7 +337,8 @@ class HostTable:
                      trees: Sequence[Sequence[str]],
                      default_availability_zone: str = 'nova') -> HostTable:
         """A table of the hosts ``roots`` whose capacity and usage are already summed
-        per tree (a snapshot of Placement's providers, not one of its answers).
+        per tree (a snapshot of Placement's providers, not one of its answers); int64
+        columns are taken as they are, not copied.
 
         Its rows have no allocation requests or provider summaries yet: each
         request takes a :meth:`fork` that says where they come from.
@@ -376,6 +379,7 @@ class HostTable:
         catalog), sharing everything else."""
         table = self._copy()
         table.capacity, table.used = dict(capacity), dict(used)
+        table._added = {}
         table._multipliers = {}
         return table
 
@@ -397,14 +401,33 @@ class HostTable:
         table._summaries = summaries
         return table
 
-    def writable_used(self, rc: str) -> np.ndarray:
-        """``used`` of ``rc``, this table's own to change (a fork shares its parent's
-        columns until it changes one)."""
-        column = self.column(rc, 'used')
-        if ('used', rc) in self._borrowed:
-            column = self.used[rc] = column.copy()
-            self._borrowed.discard(('used', rc))
-        return column
+    def add_used(self, rc: str, row: int, amount: int) -> None:
+        """Count ``amount`` more of ``rc`` used at ``row`` in this table alone (a claim
+        in flight, what a request consumed). Kept beside the column, which stays
+        shared: a request's claims in flight touch a few hosts of tens of
+        thousands, and a copy of each claimed class's column per request was a
+        good part of a worker's peak at 50,000 hosts (doc/performance.md)."""
+        added = self._added.setdefault(rc, {})
+        added[row] = added.get(row, 0) + amount
+
+    def used_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
+        """``used`` of ``rc`` at ``rows``, what this table added included."""
+        rows = np.asarray(rows, dtype=np.intp)
+        values = self._stored(rc, 'used')[rows]
+        added = self._added.get(rc)
+        if added:
+            claimed = np.fromiter(added, dtype=np.intp, count=len(added))
+            for position in np.flatnonzero(np.isin(rows, claimed)).tolist():
+                values[position] += added[int(rows[position])]
+        return values
+
+    def free_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
+        """``capacity`` less ``used`` of ``rc`` at ``rows`` (:meth:`used_at`)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        return self._stored(rc, 'capacity')[rows] - self.used_at(rc, rows)
+
+    def _used_of(self, rc: str, row: int) -> int:
+        return int(self._stored(rc, 'used')[row]) + self._added.get(rc, {}).get(row, 0)
 
     def _writable(self, name: str) -> Any:
         """The column ``name`` (a consumed one, or ``instances``), this table's own."""
@@ -421,6 +444,7 @@ class HostTable:
         table._hosts = {}
         table._instance_rows = None
         table._borrowed = set()
+        table._added = {rc: dict(added) for rc, added in self._added.items()}
         return table
 
     def _fill(self, capacity: Mapping[str, Sequence[int] | np.ndarray],
@@ -433,15 +457,20 @@ class HostTable:
         n = len(records)
         zeros = [0] * n
         resource_classes = list(dict.fromkeys([*capacity, *used]))
-        self.capacity = {rc: np.array(capacity.get(rc, zeros), dtype=np.int64)
+        # Columns given as arrays are the table's own (from_columns' callers make them
+        # for it): copied, they were 10 MB more at the peak of building a table of
+        # 50,000 hosts.
+        self.capacity = {rc: np.asarray(capacity.get(rc, zeros), dtype=np.int64)
                          for rc in resource_classes}
-        self.used = {rc: np.array(used.get(rc, zeros), dtype=np.int64)
+        self.used = {rc: np.asarray(used.get(rc, zeros), dtype=np.int64)
                      for rc in resource_classes}
         self.records = records
         self.aggregates = aggregates
         self.instances = instances
         # Columns shared with the table this one was forked from (fork()).
         self._borrowed: set[Any] = set()
+        # Per class, per row: usage this table counts on top of its column (add_used()).
+        self._added: dict[str, dict[int, int]] = {}
         self.instance_info_known = instance_info_known
         if values is None:
             for column in COLUMNS:
@@ -530,7 +559,21 @@ class HostTable:
 
     # Columns the built-in plugins read ------------------------------------------------
     def column(self, rc: str, kind: str) -> np.ndarray:
-        """``capacity`` or ``used`` of ``rc`` per row (zeros where no host has it)."""
+        """``capacity`` or ``used`` of ``rc`` per row (zeros where no host has it), a
+        whole column: a plugin that reads some rows reads less with :meth:`used_at`
+        and :meth:`free_at` (this table's own copy of a column it added usage to is
+        made here)."""
+        if kind != 'capacity' and self._added.get(rc):
+            added = self._added.pop(rc)
+            column = self._stored(rc, 'used')
+            if ('used', rc) in self._borrowed:
+                column = self.used[rc] = column.copy()
+                self._borrowed.discard(('used', rc))
+            column[np.fromiter(added, dtype=np.intp, count=len(added))] += np.fromiter(
+                added.values(), dtype=np.int64, count=len(added))
+        return self._stored(rc, kind)
+
+    def _stored(self, rc: str, kind: str) -> np.ndarray:
         columns = self.capacity if kind == 'capacity' else self.used
         column = columns.get(rc)
         if column is None:
@@ -546,7 +589,7 @@ class HostTable:
         if not self.request_resources:
             return None
         rows = np.asarray(rows, dtype=np.intp)
-        return np.min([self.free(rc)[rows] // amount
+        return np.min([self.free_at(rc, rows) // amount
                        for rc, amount in self.request_resources.items() if amount > 0]
                       or [np.full(len(rows), np.iinfo(np.int64).max)], axis=0)
 
@@ -642,8 +685,9 @@ class HostTable:
 
     def _consumed(self, row: int, host: HostState) -> None:
         for rc, amount in host.used.items():
-            if self.column(rc, 'used')[row] != amount:
-                self.writable_used(rc)[row] = amount
+            counted = self._used_of(rc, row)
+            if counted != amount:
+                self.add_used(rc, row, amount - counted)
         for column in CONSUMED_COLUMNS:
             value = column.of_host(host)
             if getattr(self, column.name)[row] != value:

@@ -95,7 +95,7 @@ class SnapshotHosts:
             if row < 0:
                 continue
             for rc, amount in amounts.items():
-                table.writable_used(rc)[row] += amount
+                table.add_used(rc, row, amount)
                 table.concurrent = True
         rows = self.row_of[matching]
         return HostView(table, rows[rows >= 0])

@@ -33,6 +33,6 @@ class CPUWeigher(BaseHostWeigher):
     def raw_weights(self, table: HostTable, rows: np.ndarray,
                     weight_properties: RequestSpec) -> np.ndarray | None:
         total = table.column('VCPU', 'capacity')[rows] + table.column('PCPU', 'capacity')[rows]
-        used = table.column('VCPU', 'used')[rows] + table.column('PCPU', 'used')[rows]
+        used = table.used_at('VCPU', rows) + table.used_at('PCPU', rows)
         # cpu_allocation_ratio is 1.0: Placement's capacity already includes it.
         return total * 1.0 - used

@@ -30,4 +30,4 @@ class DiskWeigher(BaseHostWeigher):
 
     def raw_weights(self, table: HostTable, rows: np.ndarray,
                     weight_properties: RequestSpec) -> np.ndarray | None:
-        return table.free('DISK_GB')[rows] * 1024
+        return table.free_at('DISK_GB', rows) * 1024

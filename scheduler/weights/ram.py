@@ -30,4 +30,4 @@ class RAMWeigher(BaseHostWeigher):
 
     def raw_weights(self, table: HostTable, rows: np.ndarray,
                     weight_properties: RequestSpec) -> np.ndarray | None:
-        return table.free('MEMORY_MB')[rows]
+        return table.free_at('MEMORY_MB', rows)

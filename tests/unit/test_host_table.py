@@ -321,7 +321,8 @@ def test_consuming_a_host_updates_the_columns_the_next_instance_reads():
 
     host.consume(first_fitting(host), 'new-instance')
 
-    assert table.used['MEMORY_MB'][0] == host.used['MEMORY_MB'] > before
+    assert table.used_at('MEMORY_MB', [0])[0] == host.used['MEMORY_MB'] > before
+    assert table.column('MEMORY_MB', 'used')[0] == host.used['MEMORY_MB']
     assert table.num_instances[0] == host.num_instances
     assert table.members_on_rows(['new-instance']).tolist() == [1, 0, 0, 0, 0]
     assert np.array_equal(table.free('MEMORY_MB')[[0]], [host.free_ram_mb])
@@ -417,7 +418,7 @@ def test_consuming_a_handed_over_host_updates_every_table_it_is_in():
     hosts[1].consume(first_fitting(hosts[1]), 'new-instance')
 
     for table in (first, second):
-        assert table.used['MEMORY_MB'][1] == hosts[1].used['MEMORY_MB']
+        assert table.column('MEMORY_MB', 'used')[1] == hosts[1].used['MEMORY_MB']
         assert table.num_io_ops[1] == hosts[1].num_io_ops
         assert table.members_on_rows(['new-instance']).tolist() == [0, 1, 0]
 

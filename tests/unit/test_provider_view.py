@@ -11,6 +11,7 @@ import random
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
@@ -710,6 +711,24 @@ def test_what_a_request_consumes_stays_in_its_own_fork_of_the_shared_table():
     # What the request did not change is still the shared table's, not a copy.
     assert first.table.column('MEMORY_MB', 'used') is second.table.column('MEMORY_MB', 'used')
     assert first.table.failed_builds is second.table.failed_builds
+
+
+def test_a_request_s_table_counts_the_claims_since_the_read_beside_the_shared_columns():
+    catalog = catalog_of('a', 'b')
+    view = ProviderView(Reads(snapshot(('a', 8, 0), ('b', 8, 2))), max_age=300.0)
+    before = view.match(vcpus(1))[0].hosts(catalog)
+    view.claimed({uuid_for('b'): {'VCPU': 3}})
+
+    after = view.match(vcpus(1))[0].hosts(catalog)
+
+    rows = np.arange(2)
+    assert after.table.used_at('VCPU', rows).tolist() == [0, 5]
+    assert after.table.free_at('VCPU', rows).tolist() == [8, 3]
+    assert after.table.room(rows).tolist() == [8, 3]
+    assert after.table.used['VCPU'] is before.table.used['VCPU']      # not a copy
+    # A plugin that reads the whole column sees the claim too, in the request's own copy.
+    assert after.table.column('VCPU', 'used').tolist() == [0, 5]
+    assert before.table.column('VCPU', 'used').tolist() == [0, 2]
 
 
 def _view_whose_second_read_changes_a(vcpu_total: int, usages: list) -> tuple[ProviderView,
