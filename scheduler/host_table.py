@@ -379,7 +379,7 @@ class HostTable:
         catalog), sharing everything else."""
         table = self._copy()
         table.capacity, table.used = dict(capacity), dict(used)
-        table._added = {}
+        table._added, table._added_sorted = {}, {}
         table._multipliers = {}
         return table
 
@@ -409,17 +409,31 @@ class HostTable:
         good part of a worker's peak at 50,000 hosts (doc/performance.md)."""
         added = self._added.setdefault(rc, {})
         added[row] = added.get(row, 0) + amount
+        self._added_sorted.pop(rc, None)
 
     def used_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
         """``used`` of ``rc`` at ``rows``, what this table added included."""
         rows = np.asarray(rows, dtype=np.intp)
         values = self._stored(rc, 'used')[rows]
-        added = self._added.get(rc)
-        if added:
-            claimed = np.fromiter(added, dtype=np.intp, count=len(added))
-            for position in np.flatnonzero(np.isin(rows, claimed)).tolist():
-                values[position] += added[int(rows[position])]
+        if self._added.get(rc) and len(rows):
+            # As columns: a busy worker's claims since the read (its siblings' too)
+            # are hundreds of rows, and the claim order reads thousands of rows at once.
+            claimed, amounts = self._sorted_additions(rc)
+            at = np.minimum(np.searchsorted(claimed, rows), len(claimed) - 1)
+            hit = claimed[at] == rows
+            values[hit] += amounts[at[hit]]
         return values
+
+    def _sorted_additions(self, rc: str) -> tuple[np.ndarray, np.ndarray]:
+        """What this table added to ``rc``: the rows ascending, and the amounts."""
+        found = self._added_sorted.get(rc)
+        if found is None:
+            added = self._added[rc]
+            claimed = np.fromiter(added, dtype=np.intp, count=len(added))
+            amounts = np.fromiter(added.values(), dtype=np.int64, count=len(added))
+            order = np.argsort(claimed)
+            found = self._added_sorted[rc] = (claimed[order], amounts[order])
+        return found
 
     def free_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
         """``capacity`` less ``used`` of ``rc`` at ``rows`` (:meth:`used_at`)."""
@@ -445,6 +459,7 @@ class HostTable:
         table._instance_rows = None
         table._borrowed = set()
         table._added = {rc: dict(added) for rc, added in self._added.items()}
+        table._added_sorted = {}
         return table
 
     def _fill(self, capacity: Mapping[str, Sequence[int] | np.ndarray],
@@ -469,8 +484,10 @@ class HostTable:
         self.instances = instances
         # Columns shared with the table this one was forked from (fork()).
         self._borrowed: set[Any] = set()
-        # Per class, per row: usage this table counts on top of its column (add_used()).
+        # Per class, per row: usage this table counts on top of its column (add_used()),
+        # and the same as sorted columns once read (used_at()).
         self._added: dict[str, dict[int, int]] = {}
+        self._added_sorted: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.instance_info_known = instance_info_known
         if values is None:
             for column in COLUMNS:
@@ -565,6 +582,7 @@ class HostTable:
         made here)."""
         if kind != 'capacity' and self._added.get(rc):
             added = self._added.pop(rc)
+            self._added_sorted.pop(rc, None)
             column = self._stored(rc, 'used')
             if ('used', rc) in self._borrowed:
                 column = self.used[rc] = column.copy()

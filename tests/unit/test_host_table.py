@@ -434,3 +434,21 @@ def test_consuming_a_handed_over_host_updates_every_table_it_is_in():
 def test_the_near_best_hosts_are_those_within_the_tolerance_of_the_best(weights, tolerance,
                                                                         count):
     assert count_near_best(np.array(weights, dtype=float), tolerance) == count
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_usage_added_beside_a_column_reads_as_the_column_with_it_added(seed):
+    rng = random.Random(seed)
+    candidates, catalog, _ = random_cloud(rng, rng.randint(1, 12))
+    table = HostTable(candidates, catalog)
+    n = len(table)
+    expected = table.column('VCPU', 'used').copy()
+    for _ in range(rng.randint(0, 3 * n)):
+        row, amount = rng.randrange(n), rng.randint(-2, 5)
+        table.add_used('VCPU', row, amount)
+        expected[row] += amount
+        rows = np.array([rng.randrange(n) for _ in range(rng.randint(0, 2 * n))], dtype=np.intp)
+        assert table.used_at('VCPU', rows).tolist() == expected[rows].tolist()
+        assert table.free_at('VCPU', rows).tolist() == (
+            table.column('VCPU', 'capacity')[rows] - expected[rows]).tolist()
+    assert table.column('VCPU', 'used').tolist() == expected.tolist()
