@@ -581,14 +581,13 @@ class HostTable:
         and :meth:`free_at` (this table's own copy of a column it added usage to is
         made here)."""
         if kind != 'capacity' and self._added.get(rc):
-            added = self._added.pop(rc)
-            self._added_sorted.pop(rc, None)
+            claimed, amounts = self._sorted_additions(rc)
+            del self._added[rc], self._added_sorted[rc]
             column = self._stored(rc, 'used')
             if ('used', rc) in self._borrowed:
                 column = self.used[rc] = column.copy()
                 self._borrowed.discard(('used', rc))
-            column[np.fromiter(added, dtype=np.intp, count=len(added))] += np.fromiter(
-                added.values(), dtype=np.int64, count=len(added))
+            column[claimed] += amounts
         return self._stored(rc, kind)
 
     def _stored(self, rc: str, kind: str) -> np.ndarray:
