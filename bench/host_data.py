@@ -47,6 +47,9 @@ h. ``nova+cell, scan per request``: c with ``[cell_database] service_scan_interv
    0``, every row of the ``services`` table read before each request (the default
    until 2026-11-30, later): c reads every row every 10 s and, in between, a few
    rows by host before a request and before its answer.
+i. ``nova+cell, no hosts file``: c without the hosts file, the sources an operator of
+   a Nova cloud configures (the service names, places and describes its hosts from the
+   compute API and the cell database alone; no ``stats``, which only a hosts file gives).
 
 A service that reads the services' state from the cells (c and h) reads ``GET
 /os-services`` once at start-up and then once an hour, in one of its workers, to check
@@ -62,11 +65,11 @@ drifts over minutes, weighs on all of them alike; the claims of each slice are
 deleted after it. The idle services' periodic syncs run meanwhile (a load every
 slice shares, which at 50,000 providers outweighs the rest: ``--one-at-a-time``
 then runs each phase's service alone, for all its ``seconds``, in the order above).
-The hosts file stays configured in every phase, so that only the sources added
-differ. Each phase's rows: throughput, p50 and p99, errors (NoValidHost apart),
-each worker's peak resident memory (``VmHWM``, after its last slice) and what it holds
-once that slice's clients stopped (``VmRSS``), the GETs of
-``/os-services`` per request and the stand-in's own time for them.
+The hosts file stays configured in every phase but i, so that only the sources added
+differ; i shows what the file itself adds to c. Each phase's rows: throughput, p50 and
+p99, errors (NoValidHost apart), each worker's peak resident memory (``VmHWM``, after
+its last slice) and what it holds once that slice's clients stopped (``VmRSS``), the
+GETs of ``/os-services`` per request and the stand-in's own time for them.
 No metric of the service times its wait for the services' state (it happens
 before the ``host_states`` stage), so that wait shows only as the latency it adds
 to the baseline's. Before the phases, the stand-in's ``GET /os-services`` and the
@@ -144,7 +147,11 @@ BY_HOST_SAMPLES = 5
 REPORT_INTERVAL = 10.0
 #: Phase name -> the config it adds to bench.view's provider view config.
 PHASES = ('baseline', 'nova', 'nova+cell', 'nova, max_age -1', 'cell',
-          'nova+cell, api services', 'nova+cell, scan per request')
+          'nova+cell, api services', 'nova+cell, scan per request',
+          'nova+cell, no hosts file')
+#: The phase whose service has no hosts file: only the sources a Nova cloud's operator
+#: configures.
+WITHOUT_FILE = PHASES[7]
 #: Timed GETs of /os-services, alone, before the phases.
 ALONE_SAMPLES = 15
 #: The phases whose service reads the compute services' state from the cells'
@@ -152,7 +159,7 @@ ALONE_SAMPLES = 15
 #: no GET /os-services before a request, but one by one of its workers at start-up
 #: and every hour, checking that the cells hold every compute node the compute API
 #: knows (scheduler.catalog.nova_sync, HYPERVISOR_CHECK_EVERY).
-CHECKING_PHASES = frozenset({'nova+cell', 'nova+cell, scan per request'})
+CHECKING_PHASES = frozenset({'nova+cell', 'nova+cell, scan per request', WITHOUT_FILE})
 #: The longest such a phase's clients run on past the warm-up for that check's
 #: answer (nova-api took about 105 s for it at 50,000 computes on a loaded 2 cores),
 #: deleting their claims every ``CHECK_CHUNK`` seconds, as the slices do after each.
@@ -779,6 +786,8 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
                 + 'service_scan_interval = 0\n')
     if name == 'cell':
         return config + cell.config()
+    if name == WITHOUT_FILE:
+        return config + nova.config(_label(name)) + cell.config()
     max_age = name.rsplit(' ', 1)[1]
     return config + nova.config(_label(name), service_state_max_age=max_age)
 
@@ -809,11 +818,11 @@ def _slice(name: str, service: PhaseService, dep: deploy.Deployment, nova: Compu
 
 
 #: The phases' letters in the module's doc (f, --max-age's, is not in PHASES).
-LETTERS = dict(zip('abcdegh', PHASES, strict=True))
+LETTERS = dict(zip('abcdeghi', PHASES, strict=True))
 
 
 def _phases(settings: Settings) -> list[str]:
-    refused = set(settings.skip) - set('bcdefgh')   # a, the baseline, always runs
+    refused = set(settings.skip) - set('bcdefghi')   # a, the baseline, always runs
     if refused:
         raise SystemExit(f'--skip: not {"".join(sorted(refused))} '
                          f'(phases: {", ".join(f"{k} {v}" for k, v in LETTERS.items())}, '
@@ -973,7 +982,7 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Ce
     from scheduler.rpc.client import SchedulerClient
 
     with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=settings.workers,
-                                  hosts_file=dep.hosts_file(),
+                                  hosts_file=None if name == WITHOUT_FILE else dep.hosts_file(),
                                   extra_config=_phase_config(name, dep, nova, cell)
                                   ) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)

@@ -59,7 +59,7 @@ from scheduler.catalog.hosts_child import read_hosts_file
 from scheduler.catalog.hosts_file import HostsFileContent, normalize_uuid
 from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState, ServiceStates
 from scheduler.exceptions import CatalogError
-from scheduler.host_state import HostRecord
+from scheduler.host_state import HostRecord, bare_record
 from scheduler.objects.spec import Aggregate
 
 LOG = logging.getLogger(__name__)
@@ -705,9 +705,8 @@ class HostCatalog:
                 return self._with_nova(
                     dataclasses.replace(record, provider_uuid=provider_uuid)), True
         name = name or provider_uuid
-        return self._with_nova(HostRecord(
-            nodename=name, service_host=name, cell_uuid=self._default_cell_uuid,
-            provider_uuid=provider_uuid)), False
+        return self._with_nova(bare_record(name, name, self._default_cell_uuid,
+                                           provider_uuid)), False
 
     def _with_nova(self, record: HostRecord) -> HostRecord:
         """``record`` with the fields the latest compute API snapshot and the cell

@@ -127,7 +127,9 @@ def test_the_host_data_phases_can_be_left_out_by_letter_but_never_the_baseline()
     from bench.host_data import PHASES, Settings, _phases
 
     assert _phases(Settings()) == [p for p in PHASES if p != 'cell']
-    assert _phases(Settings(skip='bgh')) == ['baseline', 'nova+cell', 'nova, max_age -1']
+    assert _phases(Settings(skip='bgh')) == ['baseline', 'nova+cell', 'nova, max_age -1',
+                                             'nova+cell, no hosts file']
+    assert _phases(Settings(skip='bdghi')) == ['baseline', 'nova+cell']
     assert _phases(Settings(max_age=5, skip='f')) == _phases(Settings())
     for bad in ('a', 'x'):
         with pytest.raises(SystemExit, match='the baseline, a, is always run'):
@@ -203,7 +205,8 @@ def test_the_stand_in_counts_what_it_has_not_answered_yet_as_nova_api_does():
 def test_a_start_up_check_is_answered_once_a_get_came_back_and_none_is_on_the_way():
     from bench.host_data import CHECKING_PHASES, PHASES, _check_state, _label
 
-    assert CHECKING_PHASES == {'nova+cell', 'nova+cell, scan per request'} <= set(PHASES)
+    assert CHECKING_PHASES == {'nova+cell', 'nova+cell, scan per request',
+                               'nova+cell, no hosts file'} <= set(PHASES)
     key = f'/{_label("nova+cell")}/v2.1/os-services'
 
     class Api:

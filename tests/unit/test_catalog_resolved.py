@@ -16,6 +16,7 @@ from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.hosts_file import parse_hosts
 from scheduler.catalog.nova_api import HypervisorInfo, NovaSnapshot, ServiceState, ServiceStates
+from scheduler.host_state import HostState
 
 CELL = '00000000-0000-0000-0000-000000000001'
 RP1 = '0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f01'
@@ -252,3 +253,33 @@ def test_records_of_nodes_supporting_the_same_instances_share_one_read_only_list
     assert first.supported_instances is second.supported_instances
     assert other.supported_instances == [('aarch64', 'kvm', 'hvm')]
     assert first.supported_instances_reported and other.supported_instances_reported
+
+
+def test_records_of_nodes_only_a_cell_database_describes_share_their_empty_stats_and_metrics():
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    uuids = [f'0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f{i:02d}' for i in range(2)]
+    catalog.apply_cell_db_nodes([
+        ComputeNodeData(provider_uuid=uuid, nodename=f'cn{i}', service_host=f'cn{i}',
+                        cpu_info={'model': 'Haswell'} if i else {})
+        for i, uuid in enumerate(uuids)])
+    first, second = (row[0] for row in catalog.host_rows(uuids))
+    assert (first.stats, first.metrics, first.cpu_info) == ({}, {}, {})
+    assert first.stats is second.stats and first.metrics is second.metrics
+    assert second.cpu_info == {'model': 'Haswell'}
+
+
+def test_a_host_state_writes_into_a_container_of_its_own_not_into_a_shared_empty_one():
+    catalog = HostCatalog(default_cell_uuid=CELL)
+    uuids = [f'0d5e1b6a-3c21-4f0e-8a55-2b7d9c4e1f{i:02d}' for i in range(2)]
+    catalog.apply_cell_db_nodes([
+        ComputeNodeData(provider_uuid=uuid, nodename=f'cn{i}', service_host=f'cn{i}')
+        for i, uuid in enumerate(uuids)])
+    first, second = (HostState(uuid=row[0].provider_uuid, record=row[0], summaries=[],
+                               allocation_candidates=[])
+                     for row in catalog.host_rows(uuids))
+
+    first.stats['gpus_taken'] = '2'
+    first.metrics['cpu.percent'] = 0.5
+
+    assert (second.stats, second.metrics) == ({}, {})
+    assert (record(catalog, uuids[0]).stats, record(catalog, uuids[1]).metrics) == ({}, {})
