@@ -14,9 +14,11 @@ chosen. ``scheduler-manage explain`` prints it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from scheduler.filters.handler import removed_total
 
 if TYPE_CHECKING:
     from scheduler.filters.handler import FilterStep
@@ -38,7 +40,7 @@ class InstanceAttempt:
     index: int
     hosts_in: int = 0
     # (filter name, hosts in, {reason: count}) in the order the filters ran
-    filter_steps: list[tuple[str, int, dict[str, int]]] = field(default_factory=list)
+    filter_steps: list[tuple[str, int, Mapping[str, int]]] = field(default_factory=list)
     hosts_after_filters: int = 0
     claim_failures: Counter = field(default_factory=Counter)   # reason -> count
     claimed_host: str | None = None
@@ -141,7 +143,7 @@ def _filters_summary(attempt: InstanceAttempt, *, host_names: bool = False) -> s
     names = _removed_names(attempt) if host_names else {}
     parts = []
     for name, _hosts_in, removed in attempt.filter_steps:
-        count = sum(removed.values())
+        count = removed_total(removed)
         if not count:
             continue
         if len(removed) == 1:
@@ -226,7 +228,7 @@ def log_lines(trace: RequestTrace) -> list[str]:
     if trace.request_filters:
         lines.append('request filters applied: ' + ', '.join(trace.request_filters))
     for a in trace.attempts:
-        steps = ', '.join(f'{name} {hosts_in}->{hosts_in - sum(removed.values())}'
+        steps = ', '.join(f'{name} {hosts_in}->{hosts_in - removed_total(removed)}'
                           for name, hosts_in, removed in a.filter_steps)
         claims = dict(a.claim_failures)
         lines.append(f'instance {a.index + 1}: {a.hosts_in} hosts; filters: {steps or "none"};'

@@ -58,8 +58,9 @@ class FilterStep:
             return self.removed.hosts
         return sum(len(names) for names in self.removed.values())
 
-    def removed_counts(self) -> dict[str, int]:
-        """Reason -> how many hosts were removed for it, in the order of ``removed``."""
+    def removed_counts(self) -> Mapping[str, int]:
+        """Reason -> how many hosts were removed for it, in the order of ``removed``
+        (counted when first read: :func:`removed_total` needs no count)."""
         if isinstance(self.removed, RemovedHosts):
             return self.removed.counts()
         return {why: len(names) for why, names in self.removed.items()}
@@ -177,6 +178,47 @@ def _removed(view: HostView, failed: dict[int, str]) -> Mapping[str, Sequence[st
     return RemovedHosts(view, failed) if failed else {}
 
 
+class ReasonCounts(Mapping[str, int]):
+    """Reason -> how many hosts were removed for it, reasons in the order of their
+    first host; counted when first read. Every request logs how many hosts each
+    filter removed, and only a NoValidHost or an explanation says why: at 50,000
+    hosts, counting the reasons of every request (one per silent compute, which
+    says for how long) was 4% of a worker's profile samples."""
+
+    __slots__ = ('_failed', '_counts')
+
+    def __init__(self, failed: Mapping[int, str]):
+        self._failed = failed
+        self._counts: dict[str, int] | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self._failed)
+
+    def _counted(self) -> dict[str, int]:
+        if self._counts is None:
+            failed = self._failed
+            self._counts = dict(Counter(map(failed.__getitem__, sorted(failed))))
+        return self._counts
+
+    def __getitem__(self, why: str) -> int:
+        return self._counted()[why]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counted())
+
+    def __len__(self) -> int:
+        return len(self._counted())
+
+    def __repr__(self) -> str:
+        return repr(self._counted())
+
+
+def removed_total(counts: Mapping[str, int]) -> int:
+    """How many hosts a step's counts (:meth:`FilterStep.removed_counts`) removed."""
+    return counts.total if isinstance(counts, ReasonCounts) else sum(counts.values())
+
+
 class RemovedHosts(Mapping[str, Sequence[str]]):
     """Reason -> the labels of the hosts removed for it (positions in a view), in input
     order, reasons in the order of their first host; grouped when first read.
@@ -199,9 +241,8 @@ class RemovedHosts(Mapping[str, Sequence[str]]):
     def hosts(self) -> int:
         return len(self._failed)
 
-    def counts(self) -> dict[str, int]:
-        failed = self._failed
-        return dict(Counter(map(failed.__getitem__, sorted(failed))))
+    def counts(self) -> ReasonCounts:
+        return ReasonCounts(self._failed)
 
     def _grouped(self) -> dict[str, RowLabels]:
         if self._groups is None:

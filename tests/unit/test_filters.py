@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections import Counter
 
 import pytest
 
 from placement_client.models import AllocationRequest
 from scheduler import host_table
 from scheduler.exceptions import FilterError, SchedulerError
-from scheduler.explain import InstanceAttempt
+from scheduler.explain import InstanceAttempt, RequestTrace, log_lines
+from scheduler.filters import handler
 from scheduler.filters.affinity import (
     DifferentHostFilter,
     SameHostFilter,
@@ -220,6 +222,22 @@ def test_what_every_request_records_of_the_removed_hosts_groups_none_of_them(mon
     step = attempt.steps[0]
     assert step.removed_count == 3 and len(step.removed) == 2 and step.removed
     assert grouped == []
+
+
+def test_what_every_request_logs_of_the_removed_hosts_counts_none_of_their_reasons(
+        monkeypatch):
+    counted = []
+    monkeypatch.setattr(handler, 'Counter', lambda items: counted.append(1) or Counter(items))
+    hosts = [make_host('a1', disabled=True), make_host('a2'), make_host('a3', forced_down=True)]
+    trace = RequestTrace(num_instances=1)
+    attempt = trace.new_attempt(0, len(hosts))
+    filter_hosts([compute_filter()], make_spec(), as_view(hosts), index=0, attempt=attempt)
+
+    assert 'filters: ComputeFilter 3->1;' in '\n'.join(log_lines(trace))
+    assert counted == []
+    assert dict(attempt.filter_steps[0][2]) == {'compute service is disabled': 1,
+                                                 'compute service is forced down': 1}
+    assert counted == [1]
 
 
 def test_once_per_request_filters_are_skipped_after_the_first_instance():
