@@ -776,7 +776,7 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
         return config
     if name == 'nova':
         return config + nova.config(_label(name))
-    if name == 'nova+cell':
+    if name in ('nova+cell', WITHOUT_FILE):   # i differs from c by its hosts file alone
         return config + nova.config(_label(name)) + cell.config()
     if name == 'nova+cell, api services':
         return (config + nova.config(_label(name)) + cell.config()
@@ -786,8 +786,6 @@ def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Cel
                 + 'service_scan_interval = 0\n')
     if name == 'cell':
         return config + cell.config()
-    if name == WITHOUT_FILE:
-        return config + nova.config(_label(name)) + cell.config()
     max_age = name.rsplit(' ', 1)[1]
     return config + nova.config(_label(name), service_state_max_age=max_age)
 
