@@ -6,9 +6,11 @@ database. This module reads exactly these columns of the rows not deleted:
 ``uuid`` (the root provider uuid), ``hypervisor_hostname``, ``host``,
 ``numa_topology``, ``pci_stats``, ``cpu_allocation_ratio`` and
 ``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits) and
-``supported_instances`` (ImagePropertiesFilter), and what the compute API's
+``supported_instances`` (ImagePropertiesFilter), what the compute API's
 hypervisor list shows of the same row (``host_ip``, ``hypervisor_type``,
-``hypervisor_version``, ``cpu_info``), and nothing else, from each
+``hypervisor_version``, ``cpu_info``), and ``stats`` (the instance, I/O and
+failed-build counts that Nova's ``HostState`` takes from it; see
+:func:`kept_stats`), and nothing else, from each
 configured cell, every ``sync_interval`` seconds, on its own thread
 (:class:`CellDatabaseSync`, shaped like the compute API sync; on PostgreSQL, after the
 first, only the rows written since the last read, found by their versions), and, for a request
@@ -65,7 +67,7 @@ LOG = logging.getLogger(__name__)
 
 _COLUMNS = ('uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
             'cpu_allocation_ratio, ram_allocation_ratio, supported_instances, '
-            'host_ip, hypervisor_type, hypervisor_version, cpu_info')
+            'host_ip, hypervisor_type, hypervisor_version, cpu_info, stats')
 #: The rows read (besides the read-only session setup, the only statement sent to
 #: MySQL/MariaDB and SQLite).
 QUERY = f'SELECT {_COLUMNS} FROM compute_nodes WHERE deleted = 0'
@@ -116,6 +118,9 @@ class ComputeNodeData:
     hypervisor_version: int | None = None
     #: Shared by the nodes whose rows have the same text (read-only, as every field).
     cpu_info: dict[str, Any] = field(default_factory=dict, hash=False)
+    #: The column's keys that :func:`kept_stats` keeps, shared by the nodes with the same
+    #: ones (read-only); None: the column is empty.
+    stats: dict[str, str] | None = field(default=None, hash=False)
     #: The row's version (PostgreSQL's ``xmin``; elsewhere a digest of the row,
     #: :func:`row_digest`): how a read knows the row was not written since. Not part of
     #: what the node is: a row written again with the same values is the same node.
@@ -129,8 +134,8 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
     (pure, no I/O).
 
     A field that cannot be parsed is left out (None) and named in the problems;
-    a row without a uuid is skipped. Rows without the last four columns (host_ip,
-    hypervisor type and version, cpu_info) leave those unreported. ``shared``: what
+    a row without a uuid is skipped. Rows without the last five columns (host_ip,
+    hypervisor type and version, cpu_info, stats) leave those unreported. ``shared``: what
     was already parsed, by field and text (every value is read-only), so that equal
     texts give one object: a region's computes come in a handful of models, so their
     ``cpu_info`` and ``supported_instances`` texts are few, and so are the NUMA
@@ -154,7 +159,7 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
 
     for row in rows:
         node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = row[:8]
-        host_ip, hv_type, hv_version, cpu_text = (*row[8:12], None, None, None, None)[:4]
+        host_ip, hv_type, hv_version, cpu_text, stats_text = (*row[8:13], *(None,) * 5)[:5]
         if not node_uuid:
             problems.append(f'a row of {nodename or host or "an unnamed node"} has no uuid')
             continue
@@ -191,6 +196,18 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
         except (TypeError, ValueError):
             problems.append(f'{label} hypervisor_version: not a number')
             version = None
+        stats = None
+        if stats_text:
+            try:
+                kept = kept_stats(json.loads(stats_text) if isinstance(stats_text, str)
+                                  else stats_text)
+                # Keyed by what is kept, not by the text: the counters left out differ
+                # from node to node where the counts kept are few.
+                stats = known.setdefault(('stats', tuple(sorted(kept.items()))), kept)
+            except json.JSONDecodeError as e:
+                problems.append(f'{label} stats: not JSON ({e.msg})')
+            except ValueError as e:
+                problems.append(f'{label} stats: {e}')
         nodes.append(ComputeNodeData(provider_uuid=interned(str(node_uuid).lower()),
                                      nodename=interned(nodename or None),
                                      service_host=interned(host or None),
@@ -200,8 +217,34 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
                                      hypervisor_type=interned(hv_type or None),
                                      hypervisor_version=known.setdefault(
                                          ('version', version), version),
-                                     cpu_info=cpu_info))
+                                     cpu_info=cpu_info, stats=stats))
     return nodes, problems
+
+
+#: The keys of nova-compute's per-state counters (``nova.compute.stats.Stats``): one per
+#: VM state, task state, OS type and project of the host's instances.
+_COUNTER_PREFIXES = ('num_vm_', 'num_task_', 'num_os_type_', 'num_proj_')
+
+
+def kept_stats(value: Any) -> dict[str, str]:
+    """A ``compute_nodes.stats`` value (a JSON object of nullable strings, as Nova's
+    ``ComputeNode.stats`` writes it) -> the keys kept, with their values as Nova's field
+    coerces them, to strings (pure). A null value is left out: a filter that reads the
+    key finds nothing either way (ComputeCapabilitiesFilter fails the host).
+
+    Kept: ``num_instances``, ``io_workload`` and ``failed_builds``, which Nova's
+    ``HostState`` reads, and whatever else a driver reports there (Ironic's node
+    capabilities, ``cpu_arch``), which ``capabilities:`` extra specs may name. Left out:
+    nova-compute's counters per VM state, task state, OS type and project, which no
+    filter or weigher reads and which grow with the host's instances (a key per
+    project): 50,000 nodes' worth is tens of megabytes in every worker, where the counts
+    kept are a handful of shared dicts. doc/nova-compatibility.md says what a
+    ``capabilities:`` spec naming one of them does here.
+    """
+    if not isinstance(value, dict):
+        raise ValueError('not a JSON object')
+    return {str(key): str(item) for key, item in value.items()
+            if item is not None and not str(key).startswith(_COUNTER_PREFIXES)}
 
 
 def _topology(value: Any, label: str, cpu_ratio: float | None,
@@ -314,7 +357,8 @@ class CellDatabaseReader(DirectDatabase):
         if changed:
             # Only the texts some row still has.
             used = {id(value) for node in nodes for value in (
-                node.cpu_info, node.numa_topology, node.pci_stats, node.supported_instances)}
+                node.cpu_info, node.numa_topology, node.pci_stats, node.supported_instances,
+                node.stats)}
             self._shared = {key: value for key, value in self._shared.items()
                             if id(value) in used}
         return nodes, problems

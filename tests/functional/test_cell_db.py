@@ -8,6 +8,7 @@ HostStates then carry the NUMA topology and PCI pools the filters judge.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 import re
@@ -41,6 +42,10 @@ GONE = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'gone.example.org'))
 UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 ROWS = [
     ComputeNodeRow(uuid=BIG, nodename='big.example.org', host='big', cpu_allocation_ratio=2.0,
+                   stats=json.dumps({'num_instances': '2', 'num_vm_active': '2',
+                                     'num_task_None': '2', 'num_os_type_None': '2',
+                                     'num_proj_1f2e3d4c5b6a4798a1b2c3d4e5f60718': '2',
+                                     'io_workload': '1', 'failed_builds': '3'}),
                    numa_topology=two_cell_host(8192),
                    pci_stats=pci_stats_json(pci_pool('8086', '154d', 7, numa_node=1,
                                                      dev_type='type-VF',
@@ -73,6 +78,10 @@ def test_the_catalog_gets_each_nodes_topology_and_pools_from_a_select_only_user(
     assert [(p.vendor_id, p.count, p.numa_node, p['physical_network'])
             for p in big.pci_stats.pools] == [('8086', 7, 1, 'physnet1')]
     assert len(small.numa_topology.cells) == 1 and small.pci_stats.pools == ()
+    # What Nova's HostState takes from the stats column; nova-compute's counters are not kept.
+    assert (big.num_instances, big.num_io_ops, big.failed_builds) == (2, 1, 3)
+    assert big.stats == {'num_instances': '2', 'io_workload': '1', 'failed_builds': '3'}
+    assert (small.num_instances, small.stats) == (0, {})
     assert catalog.snapshot_stats()['cell_db_nodes'] == 2  # the deleted row is not read
     assert host_state(catalog, GONE).numa_topology is None
 

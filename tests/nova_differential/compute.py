@@ -33,6 +33,7 @@ from tests.nova_differential.cloud import (
     ALIASES,
     CELL_UUID,
     CELLS,
+    PROJECTS,
     USER_ID,
     Case,
     Host,
@@ -237,9 +238,16 @@ def _compute_row(host: Host, row_id: int, topology: Any, kept: list[str],
                                  if p.dev_type in ('type-VF', 'type-PF') else {})})
         for p in host.pools])
     updates: dict[str, Any] = {
+        # With nova-compute's counters per VM state, task state, OS type and project,
+        # which this service leaves out of what it reads.
         'stats': {'num_instances': str(host.num_instances),
                   'io_workload': str(host.io_workload),
-                  'failed_builds': str(host.failed_builds)},
+                  'failed_builds': str(host.failed_builds),
+                  **({'num_vm_active': str(host.num_instances),
+                      'num_task_None': str(host.num_instances),
+                      'num_os_type_None': str(host.num_instances),
+                      f'num_proj_{PROJECTS[0]}': str(host.num_instances)}
+                     if host.num_instances else {})},
         'host_ip': host.host_ip,
         'supported_hv_specs': [o.HVSpec.from_list(list(s)) for s in host.supported_instances],
         'pci_device_pools': pools,

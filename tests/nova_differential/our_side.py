@@ -1,12 +1,12 @@
 """This service's side: the same rows through its own input paths, its filters and weighers.
 
 * ``compute_nodes`` columns the cell-database source reads (NUMA topology, PCI
-  pools, allocation ratios, supported instances): :func:`parse_rows` on the
-  row, as :class:`~scheduler.catalog.cell_db.CellDatabaseReader` does, applied
-  to the catalog;
+  pools, allocation ratios, supported instances, ``stats``): :func:`parse_rows`
+  on the row, as :class:`~scheduler.catalog.cell_db.CellDatabaseReader` does,
+  applied to the catalog;
 * what an operator's hosts file gives of the same row and its service row
-  (service state, ``host_ip``, hypervisor, ``cpu_info``, ``stats``, ``metrics``
-  as nova-compute writes them): a hosts file document, through ``parse_hosts``;
+  (service state, ``host_ip``, hypervisor, ``cpu_info``, ``metrics`` as
+  nova-compute writes them): a hosts file document, through ``parse_hosts``;
 * aggregates and instance lists: the casts nova-api and nova-compute send
   (``update_aggregates`` with Nova's Aggregate primitives through the RPC codec,
   ``sync_instance_info``);
@@ -66,7 +66,7 @@ def _hosts_entry(row: dict[str, Any], service: dict[str, Any], cell: str) -> dic
         'provider_uuid': row['uuid'], 'cell': cell, 'host_ip': row['host_ip'],
         'hypervisor_type': row['hypervisor_type'],
         'hypervisor_version': row['hypervisor_version'],
-        'cpu_info': json.loads(row['cpu_info']), 'stats': json.loads(row['stats']),
+        'cpu_info': json.loads(row['cpu_info']),
         'metrics': {m['name']: m['value'] for m in json.loads(row['metrics'])},
         'disabled': bool(service['disabled']), 'disabled_reason': service['disabled_reason'],
         'forced_down': bool(service['forced_down']),
@@ -87,7 +87,8 @@ def catalog_for(cloud: WrittenCloud) -> HostCatalog:
         read, problems = parse_rows([
             (r['uuid'], r['hypervisor_hostname'], r['host'], r['numa_topology'],
              r['pci_stats'], r['cpu_allocation_ratio'], r['ram_allocation_ratio'],
-             r['supported_instances'])
+             r['supported_instances'], r['host_ip'], r['hypervisor_type'],
+             r['hypervisor_version'], r['cpu_info'], r['stats'])
             for r in (h.compute_row for h in cloud.hosts if h.host.cell == cell)], cell)
         if problems:
             raise AssertionError(f'the cell database rows did not parse: {problems}')

@@ -26,6 +26,7 @@ from scheduler.catalog.cell_db import (
 from scheduler.catalog.readonly_db import mask_url
 from scheduler.conf import cell_database as cell_database_conf
 from scheduler.exceptions import ConfigurationError
+from scheduler.host_state import HostState
 from tests.builders import CELL_UUID, make_conf, uuid_for
 from tests.fixtures.nova_host_data import numa_cell, numa_topology_json, pci_pool, pci_stats_json
 
@@ -75,20 +76,21 @@ SCHEMA = """CREATE TABLE compute_nodes (
     hypervisor_hostname VARCHAR(255), numa_topology TEXT, pci_stats TEXT,
     cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, supported_instances TEXT,
     host_ip VARCHAR(39), hypervisor_type TEXT, hypervisor_version INTEGER, cpu_info TEXT,
-    deleted INTEGER DEFAULT 0, vcpus INTEGER)"""
+    stats TEXT, deleted INTEGER DEFAULT 0, vcpus INTEGER)"""
 
 
 def sqlite_cell(path, rows, *, deleted=()):
+    """A cell database of :func:`row` rows, or of :func:`with_stats` rows."""
     with sqlite3.connect(path) as db:
         db.execute(SCHEMA)
         for i, r in enumerate(list(rows) + list(deleted), start=1):
-            node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = r
+            node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = r[:8]
             db.execute('INSERT INTO compute_nodes (id, uuid, hypervisor_hostname, host, '
                        'numa_topology, pci_stats, cpu_allocation_ratio, ram_allocation_ratio, '
-                       'supported_instances, deleted, vcpus) '
-                       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
+                       'supported_instances, stats, deleted, vcpus) '
+                       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
                        (i, node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio,
-                        supported, i if r in deleted else 0))
+                        supported, r[12] if len(r) > 12 else None, i if r in deleted else 0))
     return f'sqlite:///{path}'
 
 
@@ -264,6 +266,70 @@ def test_a_catalog_record_takes_the_cell_database_s_supported_instances(tmp_path
 
     record = catalog.record_for_provider(uuid_for('cn1'), None)
     assert record.supported_instances == [('x86_64', 'kvm', 'hvm')]
+
+
+# Stats, as nova-compute's resource tracker writes them ----------------------------------------
+
+NOVA_STATS = ('{"num_instances": "3", "num_vm_active": "3", "num_task_None": "2", '
+              '"num_task_spawning": "1", "num_os_type_linux": "3", '
+              '"num_proj_5d3a5c1e4b2f4bbd9d1c3f8f1e2a7b6c": "3", "io_workload": "1", '
+              '"failed_builds": "2", "cpu_arch": "x86_64", "boot_mode": null}')
+
+
+def with_stats(r, stats):
+    return (*r, None, None, None, None, stats)
+
+
+def test_stats_keep_what_a_filter_or_weigher_reads_and_leave_the_per_state_counters():
+    [node], problems = parse_rows([with_stats(row('cn1'), NOVA_STATS)])
+
+    assert problems == []
+    # What Nova's HostState reads, and a driver's own keys (``capabilities:`` may name
+    # them); not the counters per VM state, task state, OS type and project; a null
+    # value finds nothing in Nova either.
+    assert node.stats == {'num_instances': '3', 'io_workload': '1', 'failed_builds': '2',
+                          'cpu_arch': 'x86_64'}
+
+
+def test_nodes_whose_kept_stats_are_equal_share_them_whatever_their_counters_say():
+    other_project = NOVA_STATS.replace('5d3a5c1e', '0000aaaa')
+    a, b, c, d = parse_rows([with_stats(row('cn1'), NOVA_STATS),
+                             with_stats(row('cn2'), other_project),
+                             with_stats(row('cn3'), NOVA_STATS.replace(
+                                 '"failed_builds": "2"', '"failed_builds": "0"')),
+                             row('cn4')], shared={})[0]
+
+    assert a.stats is b.stats
+    assert c.stats == {**a.stats, 'failed_builds': '0'}
+    assert d.stats is None   # no column: a hosts file's stats stay
+
+
+def test_stats_that_cannot_be_parsed_are_named_and_the_rest_of_the_row_kept():
+    nodes, problems = parse_rows([with_stats(row('cn1'), '{nope'),
+                                  with_stats(row('cn2'), '["num_instances"]')])
+
+    assert [(n.nodename, n.stats, n.numa_topology is not None) for n in nodes] == [
+        ('cn1', None, True), ('cn2', None, True)]
+    assert [p.split(':')[0] for p in problems] == ['cn1 stats', 'cn2 stats']
+
+
+def test_a_host_counts_instances_io_and_failed_builds_from_its_row_over_a_hosts_file(tmp_path):
+    hosts = tmp_path / 'hosts.yaml'
+    hosts.write_text(f'hosts:\n- {{nodename: cn1, provider_uuid: {uuid_for("cn1")}, '
+                     'stats: {num_instances: "9", io_workload: "9", failed_builds: "0"}}\n'
+                     f'- {{nodename: cn2, provider_uuid: {uuid_for("cn2")}, '
+                     'stats: {io_workload: "7"}}\n')
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    catalog.load_file(str(hosts))
+    sync = cell_db_sync_from_conf(conf_with(connections=[sqlite_cell(
+        tmp_path / 'cell1.db', [with_stats(row('cn1'), NOVA_STATS), row('cn2')])]), catalog)
+    assert sync.sync_once()
+
+    row_host, file_host = (
+        HostState(uuid=uuid_for(name), record=catalog.record_for_provider(uuid_for(name), None),
+                  summaries=[], allocation_candidates=[]) for name in ('cn1', 'cn2'))
+    assert (row_host.num_instances, row_host.num_io_ops, row_host.failed_builds) == (3, 1, 2)
+    assert file_host.num_io_ops == 7   # its row has no stats: the file's
 
 
 # Per-request reads ([cell_database] max_age) --------------------------------------------------

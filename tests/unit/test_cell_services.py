@@ -208,9 +208,9 @@ def test_a_worker_reads_its_cells_without_loading_sqlalchemy(tmp_path):
                    'numa_topology TEXT, pci_stats TEXT, cpu_allocation_ratio FLOAT, '
                    'ram_allocation_ratio FLOAT, supported_instances TEXT, host_ip TEXT, '
                    'hypervisor_type TEXT, hypervisor_version INTEGER, cpu_info TEXT, '
-                   'deleted INTEGER)')
+                   'stats TEXT, deleted INTEGER)')
         db.execute("INSERT INTO compute_nodes VALUES ('5c6b5c59-3b51-4a5f-a3c3-8c5e1b7d9e01', "
-                   "'cn1', 'cn1', NULL, NULL, 4.0, 1.0, NULL, NULL, NULL, NULL, NULL, 0)")
+                   "'cn1', 'cn1', NULL, NULL, 4.0, 1.0, NULL, NULL, NULL, NULL, NULL, NULL, 0)")
     worker = subprocess.run([sys.executable, '-c', textwrap.dedent(f"""
         import sys
         from scheduler.catalog.cell_db import CellDatabaseReader

@@ -199,7 +199,7 @@ SCHEMA = """CREATE TABLE compute_nodes (
     hypervisor_hostname VARCHAR(255), numa_topology TEXT, pci_stats TEXT,
     cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, supported_instances TEXT,
     host_ip VARCHAR(39), hypervisor_type TEXT, hypervisor_version INTEGER, cpu_info TEXT,
-    deleted INTEGER DEFAULT 0)"""
+    stats TEXT, deleted INTEGER DEFAULT 0)"""
 
 
 def sqlite_cell(path, rows):
