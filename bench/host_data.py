@@ -49,7 +49,9 @@ h. ``nova+cell, scan per request``: c with ``[cell_database] service_scan_interv
    rows by host before a request and before its answer.
 i. ``nova+cell, no hosts file``: c without the hosts file, the sources an operator of
    a Nova cloud configures (the service names, places and describes its hosts from the
-   compute API and the cell database alone; no ``stats``, which only a hosts file gives).
+   compute API and the cell database alone, its ``stats`` included: the rows carry them
+   as nova-compute writes them, with its counters per VM state, task state, OS type and
+   project, :func:`node_stats`).
 
 A service that reads the services' state from the cells (c and h) reads ``GET
 /os-services`` once at start-up and then once an hour, in one of its workers, to check
@@ -136,6 +138,10 @@ DEFAULT_SECONDS = 30.0
 DEFAULT_WARMUP = 5.0
 DEFAULT_SLICE = 10.0
 #: Shares of the cell database's rows with a NUMA topology, with PCI pools.
+#: Projects whose instances the computes run, and how many one compute's instances
+#: belong to at most (nova-compute counts a host's instances per project).
+PROJECTS = 2000
+PROJECTS_PER_HOST = 3
 NUMA_SHARE = 0.2
 PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
@@ -456,6 +462,25 @@ def _service_uuid(host: str) -> str:
     return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'service:' + host))
 
 
+def node_stats(host: Any, index: int) -> dict[str, str]:
+    """What nova-compute's resource tracker writes into a compute node's ``stats``
+    (``nova.compute.stats.Stats``, as strings): the counts a scheduler reads and its
+    counters per VM state, task state, OS type and project, the host's instances
+    spread over up to :data:`PROJECTS_PER_HOST` of :data:`PROJECTS` projects."""
+    count = host.num_instances
+    stats = {'num_instances': str(count), 'io_workload': str(host.io_workload),
+             'failed_builds': str(host.failed_builds)}
+    if count:
+        stats.update({'num_vm_active': str(count), 'num_task_None': str(count),
+                      'num_os_type_None': str(count)})
+        projects = min(count, PROJECTS_PER_HOST)
+        for k in range(projects):
+            share = count // projects + (1 if k < count % projects else 0)
+            project = uuidlib.UUID(int=(index * PROJECTS_PER_HOST + k) % PROJECTS).hex
+            stats[f'num_proj_{project}'] = str(share)
+    return stats
+
+
 def _service_rows(cloud: SyntheticCloud) -> list[tuple[Any, ...]]:
     """The services rows of the computes :func:`nova_documents` describes: the same
     hosts disabled and forced down; a compute silent there (its heartbeat older than
@@ -532,7 +557,7 @@ class CellDatabase:
                          '[["x86_64", "kvm", "hvm"], ["i686", "kvm", "hvm"]]',
                          numa if i % round(1 / NUMA_SHARE) == 0 else None,
                          pci if i % round(1 / PCI_SHARE) == 1 else None,
-                         cpu_ratio, ram_ratio))
+                         cpu_ratio, ram_ratio, json.dumps(node_stats(host, i))))
         if prepare is not None:
             prepare(self.url)
         connection = self.connect()
@@ -555,10 +580,10 @@ class CellDatabase:
                 'INSERT INTO compute_nodes (created_at, host, uuid, vcpus, memory_mb, '
                 'local_gb, vcpus_used, memory_mb_used, local_gb_used, hypervisor_version, '
                 'hypervisor_hostname, cpu_info, host_ip, supported_instances, numa_topology, '
-                'pci_stats, cpu_allocation_ratio, ram_allocation_ratio, hypervisor_type, '
-                'disk_allocation_ratio, deleted) VALUES %s'), rows,
+                'pci_stats, cpu_allocation_ratio, ram_allocation_ratio, stats, '
+                'hypervisor_type, disk_allocation_ratio, deleted) VALUES %s'), rows,
                 template=('(CURRENT_TIMESTAMP, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '
-                          '%s, %s, %s, %s, %s, %s, \'QEMU\', 1.0, 0)'), page_size=2000)
+                          '%s, %s, %s, %s, %s, %s, %s, \'QEMU\', 1.0, 0)'), page_size=2000)
             connection.commit()
             connection.autocommit = True
             cursor.execute('ANALYZE compute_nodes')

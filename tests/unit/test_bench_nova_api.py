@@ -6,7 +6,7 @@ import time
 import pytest
 
 from bench import nova_api
-from bench.host_data import _service_rows, nova_documents
+from bench.host_data import _service_rows, node_stats, nova_documents
 from bench.synthetic import make_cloud
 
 NOVA_PASTE = """[composite:openstack_compute_api_v21]
@@ -121,6 +121,21 @@ def test_the_cell_rows_and_the_stand_in_agree_on_who_reports():
         else:
             assert reports == 1, host
     assert any(r[6] for r in rows.values()), 'the cloud has no forced-down compute to test'
+
+
+def test_the_cell_rows_stats_say_what_the_hosts_file_says_beside_nova_compute_s_counters():
+    from scheduler.catalog.cell_db import kept_stats
+
+    cloud = make_cloud(200)
+    document = {h['nodename']: h for h in cloud.hosts_document()['hosts']}
+    busy = 0
+    for index, host in enumerate(cloud.hosts):
+        stats = node_stats(host, index)
+        assert kept_stats(stats) == document[host.name]['stats']
+        by_project = [int(v) for k, v in stats.items() if k.startswith('num_proj_')]
+        assert sum(by_project) == host.num_instances
+        busy += len(by_project) > 1
+    assert busy, 'no compute runs instances of several projects'
 
 
 def test_the_host_data_phases_can_be_left_out_by_letter_but_never_the_baseline():
