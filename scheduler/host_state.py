@@ -82,8 +82,8 @@ def bare_record(nodename: str, service_host: str, cell_uuid: str,
     """A record that names a node and says nothing else about it, its empty containers
     shared with every other such record. Where the cell databases alone name the
     hosts, every record starts as one: an empty ``stats`` and ``metrics`` dict of each
-    record's own (kept where no source filled them: the hosts file alone gives
-    ``metrics``, and a cell database's row replaces ``stats`` with a shared dict) were
+    record's own (kept where no source filled them: a cell database's row replaces them
+    where it has them) were
     6.4 MB of a worker at 50,000 hosts, twice over while a table was built again."""
     return HostRecord(nodename=nodename, service_host=service_host, cell_uuid=cell_uuid,
                       provider_uuid=provider_uuid, cpu_info=_NOTHING,

@@ -33,12 +33,12 @@ Precedence (doc/host-data.md):
   has the node (matched by provider uuid, else by nodename); the file supplies
   everything else (cell, supported_instances, stats, metrics) and everything
   for nodes the snapshot does not have. Casts carry no host data.
-* NUMA topology, PCI pools and stats: the cell databases' when they have the node
-  (by provider uuid, else nodename) and its row has them, else the file's. The cell databases also
-  give the compute API's fields (service host, host_ip, hypervisor type/version,
-  cpu_info: the same row's) of nodes the compute API snapshot does not have,
-  which is all of them when the ``[nova]`` sync leaves the hypervisors to the
-  cell databases.
+* NUMA topology, PCI pools, stats and metrics: the cell databases' when they have
+  the node (by provider uuid, else nodename) and its row has them, else the
+  file's. The cell databases also give the compute API's fields (service host,
+  host_ip, hypervisor type/version, cpu_info: the same row's) of nodes the
+  compute API snapshot does not have, which is all of them when the ``[nova]``
+  sync leaves the hypervisors to the cell databases.
 
 Every method takes the one lock; casts arrive on RPC threads while requests
 read. Returned containers are new; the Aggregate and HostRecord objects in them
@@ -734,6 +734,8 @@ class HostCatalog:
                 changes['pci_pools'] = node.pci_stats
             if node.stats is not None:
                 changes['stats'] = node.stats
+            if node.metrics is not None:
+                changes['metrics'] = node.metrics
         service = self._nova.snapshot.services.get(
             changes.get('service_host', record.service_host))
         if service is not None:

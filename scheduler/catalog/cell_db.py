@@ -8,9 +8,10 @@ database. This module reads exactly these columns of the rows not deleted:
 ``ram_allocation_ratio`` (the NUMA fit's per-node overcommit limits) and
 ``supported_instances`` (ImagePropertiesFilter), what the compute API's
 hypervisor list shows of the same row (``host_ip``, ``hypervisor_type``,
-``hypervisor_version``, ``cpu_info``), and ``stats`` (the instance, I/O and
+``hypervisor_version``, ``cpu_info``), ``stats`` (the instance, I/O and
 failed-build counts that Nova's ``HostState`` takes from it; see
-:func:`kept_stats`), and nothing else, from each
+:func:`kept_stats`) and, when ``[metrics] weight_setting`` names some, ``metrics``
+(the named ones only), and nothing else, from each
 configured cell, every ``sync_interval`` seconds, on its own thread
 (:class:`CellDatabaseSync`, shaped like the compute API sync; on PostgreSQL, after the
 first, only the rows written since the last read, found by their versions), and, for a request
@@ -53,7 +54,12 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from scheduler.catalog.dbapi import Array, DirectConnection, DirectDatabase
-from scheduler.catalog.hosts_file import interned, normalize_uuid, parse_supported_instances
+from scheduler.catalog.hosts_file import (
+    interned,
+    normalize_uuid,
+    parse_metrics,
+    parse_supported_instances,
+)
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.cell_database import GROUP
 from scheduler.exceptions import HostDataError, SchedulerError
@@ -68,6 +74,8 @@ LOG = logging.getLogger(__name__)
 _COLUMNS = ('uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
             'cpu_allocation_ratio, ram_allocation_ratio, supported_instances, '
             'host_ip, hypervisor_type, hypervisor_version, cpu_info, stats')
+#: The column read after those when metrics are asked for (:class:`CellDatabaseReader`).
+_METRICS_COLUMN = 'metrics'
 #: The rows read (besides the read-only session setup, the only statement sent to
 #: MySQL/MariaDB and SQLite).
 QUERY = f'SELECT {_COLUMNS} FROM compute_nodes WHERE deleted = 0'
@@ -80,7 +88,8 @@ VERSIONED_QUERY = f'SELECT {_COLUMNS}, {_VERSION} FROM compute_nodes WHERE delet
 VERSIONS_QUERY = f'SELECT uuid, {_VERSION} FROM compute_nodes WHERE deleted = 0'
 #: On PostgreSQL, some rows by their uuids, given as one array (a list of a thousand
 #: parameters is a thousand marks to quote and the server to parse).
-VERSIONED_BY_UUIDS = f'{VERSIONED_QUERY} AND uuid = ANY(:uuids)'
+_BY_UUIDS = ' AND uuid = ANY(:uuids)'
+VERSIONED_BY_UUIDS = VERSIONED_QUERY + _BY_UUIDS
 #: A periodic read on PostgreSQL reads again only the rows whose version moved, when they
 #: are at most this share of the rows (else it reads every row).
 CHANGED_SHARE = 0.5
@@ -121,6 +130,9 @@ class ComputeNodeData:
     #: The column's keys that :func:`kept_stats` keeps, shared by the nodes with the same
     #: ones (read-only); None: the column is empty.
     stats: dict[str, str] | None = field(default=None, hash=False)
+    #: The metrics asked for, as Nova's scheduler reads them (:func:`parse_metrics`);
+    #: None: not read, or the column is empty.
+    metrics: dict[str, float] | None = field(default=None, hash=False)
     #: The row's version (PostgreSQL's ``xmin``; elsewhere a digest of the row,
     #: :func:`row_digest`): how a read knows the row was not written since. Not part of
     #: what the node is: a row written again with the same values is the same node.
@@ -128,14 +140,16 @@ class ComputeNodeData:
 
 
 def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
-               shared: dict[tuple[Any, ...], Any] | None = None
+               shared: dict[tuple[Any, ...], Any] | None = None,
+               metric_names: frozenset[str] = frozenset()
                ) -> tuple[list[ComputeNodeData], list[str]]:
     """Rows of :data:`QUERY` -> nodes (in ``cell_uuid``), and the problems found
     (pure, no I/O).
 
     A field that cannot be parsed is left out (None) and named in the problems;
     a row without a uuid is skipped. Rows without the last five columns (host_ip,
-    hypervisor type and version, cpu_info, stats) leave those unreported. ``shared``: what
+    hypervisor type and version, cpu_info, stats) leave those unreported. A row's
+    fourteenth column, ``metrics``, gives the metrics ``metric_names`` names. ``shared``: what
     was already parsed, by field and text (every value is read-only), so that equal
     texts give one object: a region's computes come in a handful of models, so their
     ``cpu_info`` and ``supported_instances`` texts are few, and so are the NUMA
@@ -159,7 +173,8 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
 
     for row in rows:
         node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = row[:8]
-        host_ip, hv_type, hv_version, cpu_text, stats_text = (*row[8:13], *(None,) * 5)[:5]
+        host_ip, hv_type, hv_version, cpu_text, stats_text, metrics_text = (
+            *row[8:14], *(None,) * 6)[:6]
         if not node_uuid:
             problems.append(f'a row of {nodename or host or "an unnamed node"} has no uuid')
             continue
@@ -208,6 +223,16 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
                 problems.append(f'{label} stats: not JSON ({e.msg})')
             except ValueError as e:
                 problems.append(f'{label} stats: {e}')
+        metrics = None
+        if metric_names and metrics_text:
+            try:
+                metrics = _named_metrics(metrics_text, metric_names)
+            except json.JSONDecodeError as e:
+                problems.append(f'{label} metrics: not JSON ({e.msg})')
+            except ValueError as e:
+                problems.append(f'{label} {e}')
+            if metrics == {}:
+                metrics = known.setdefault(('metrics', ()), metrics)
         nodes.append(ComputeNodeData(provider_uuid=interned(str(node_uuid).lower()),
                                      nodename=interned(nodename or None),
                                      service_host=interned(host or None),
@@ -217,8 +242,19 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
                                      hypervisor_type=interned(hv_type or None),
                                      hypervisor_version=known.setdefault(
                                          ('version', version), version),
-                                     cpu_info=cpu_info, stats=stats))
+                                     cpu_info=cpu_info, stats=stats, metrics=metrics))
     return nodes, problems
+
+
+def _named_metrics(value: Any, names: frozenset[str]) -> dict[str, float] | None:
+    """A ``compute_nodes.metrics`` value -> the metrics of ``names`` it holds, as Nova's
+    scheduler reads them; None for an empty list (no monitor reports: a hosts file's
+    metrics stay). Each node's are its own: the values move every minute."""
+    metrics = json.loads(value) if isinstance(value, str) else value
+    if not metrics:
+        return None
+    return {name: number for name, number in parse_metrics(metrics).items()
+            if name in names}
 
 
 #: The keys of nova-compute's per-state counters (``nova.compute.stats.Stats``): one per
@@ -319,7 +355,8 @@ class CellDatabaseReader(DirectDatabase):
     """Reads one cell database; thread-compatible (one read at a time per reader)."""
 
     def __init__(self, url: str, *, cell_uuid: str | None = None, connect_timeout: int = 5,
-                 query_timeout: int = 30, keep_connection: bool = False):
+                 query_timeout: int = 30, keep_connection: bool = False,
+                 metric_names: frozenset[str] = frozenset()):
         # Kept: a read that a request waits for (connecting and setting the session up
         # took 4 of the 24 ms of a services read at 10,000 services, and 6.4 of the 6.9
         # ms of a read of 10 candidates' compute nodes). Else one connection per read.
@@ -327,6 +364,13 @@ class CellDatabaseReader(DirectDatabase):
                          connect_timeout=connect_timeout, query_timeout=query_timeout,
                          keep_connection=keep_connection)
         self.cell_uuid = cell_uuid
+        # The metrics column only when some are asked for: with compute monitors on it is
+        # kilobytes a row, its timestamps new every minute.
+        self.metric_names = metric_names
+        columns = f'{_COLUMNS}, {_METRICS_COLUMN}' if metric_names else _COLUMNS
+        self._query = f'SELECT {columns} FROM compute_nodes WHERE deleted = 0'
+        self._versioned_query = (f'SELECT {columns}, {_VERSION} FROM compute_nodes '
+                                 'WHERE deleted = 0')
         self._shared: dict[tuple[Any, ...], Any] = {}
         # The last whole read's nodes by uuid, each with its row's version: nova-compute
         # writes each row every minute, mostly with the same topology and pools, and
@@ -358,7 +402,7 @@ class CellDatabaseReader(DirectDatabase):
             # Only the texts some row still has.
             used = {id(value) for node in nodes for value in (
                 node.cpu_info, node.numa_topology, node.pci_stats, node.supported_instances,
-                node.stats)}
+                node.stats, node.metrics)}
             self._shared = {key: value for key, value in self._shared.items()
                             if id(value) in used}
         return nodes, problems
@@ -370,7 +414,7 @@ class CellDatabaseReader(DirectDatabase):
         problems: list[str] = []
         # Fetched a batch at a time (a server-side cursor where the driver has one)
         # and parsed as they come: only the changed rows' texts live beyond their batch.
-        for batch in connection.chunks(QUERY, READ_BATCH):
+        for batch in connection.chunks(self._query, READ_BATCH):
             for raw in batch:
                 node = self._digested_node(raw, problems)
                 if node is not None:
@@ -388,7 +432,8 @@ class CellDatabaseReader(DirectDatabase):
             node = _unchanged(self._by_uuid, raw[0], digest)
             if node is not None:
                 return node
-        found, trouble = parse_rows([tuple(raw)], self.cell_uuid, shared=self._shared)
+        found, trouble = parse_rows([tuple(raw)], self.cell_uuid, shared=self._shared,
+                                    metric_names=self.metric_names)
         problems.extend(trouble)
         if not found:
             return None
@@ -419,7 +464,7 @@ class CellDatabaseReader(DirectDatabase):
                 fresh: dict[str, ComputeNodeData | None] = {}
                 for start in range(0, len(moved), CHANGED_BATCH):
                     for raw in connection.rows(
-                            VERSIONED_BY_UUIDS,
+                            self._versioned_query + _BY_UUIDS,
                             {'uuids': Array(moved[start:start + CHANGED_BATCH])}):
                         fresh[raw[0]] = self._versioned_node(raw, problems)
                 # A uuid not read again was deleted since the versions were read.
@@ -429,7 +474,7 @@ class CellDatabaseReader(DirectDatabase):
                 if changed:
                     self._by_uuid = _by_uuid(nodes)
                 return nodes, problems, changed
-        for batch in connection.chunks(VERSIONED_QUERY, READ_BATCH):
+        for batch in connection.chunks(self._versioned_query, READ_BATCH):
             for raw in batch:
                 node = _unchanged(last, raw[0], raw[-1]) or self._versioned_node(raw, problems)
                 if node is not None:
@@ -441,7 +486,8 @@ class CellDatabaseReader(DirectDatabase):
                         ) -> ComputeNodeData | None:
         """A row of :data:`VERSIONED_QUERY` parsed, with its version unless a field of it
         could not be parsed (then it is read, and said, again at the next read)."""
-        found, trouble = parse_rows([tuple(raw[:-1])], self.cell_uuid, shared=self._shared)
+        found, trouble = parse_rows([tuple(raw[:-1])], self.cell_uuid, shared=self._shared,
+                                    metric_names=self.metric_names)
         problems.extend(trouble)
         if not found:
             return None
@@ -456,10 +502,10 @@ class CellDatabaseReader(DirectDatabase):
         with self.connect() as connection:
             versioned = _versioned(connection)
             if versioned:
-                rows = connection.rows(VERSIONED_BY_UUIDS,
+                rows = connection.rows(self._versioned_query + _BY_UUIDS,
                                        {'uuids': Array(list(provider_uuids))})
             else:
-                rows = connection.rows(QUERY + ' AND uuid IN :uuids',
+                rows = connection.rows(self._query + ' AND uuid IN :uuids',
                                        {'uuids': list(provider_uuids)})
         return self._nodes_of(rows, versioned)
 
@@ -475,7 +521,8 @@ class CellDatabaseReader(DirectDatabase):
         where = ''.join(f' AND {column} = :{column}' for column in named)
         with self.connect() as connection:
             versioned = _versioned(connection)
-            rows = connection.rows((VERSIONED_QUERY if versioned else QUERY) + where, named)
+            rows = connection.rows((self._versioned_query if versioned else self._query) + where,
+                                   named)
         return self._nodes_of(rows, versioned)
 
     def _nodes_of(self, rows: Sequence[Sequence[Any]], versioned: bool = False
@@ -685,6 +732,7 @@ def cell_readers_from_conf(conf: cfg.ConfigOpts, *, keep_connection: bool = Fals
     ConfigurationError when SQLAlchemy is missing or a URL cannot work.
     """
     opts = conf[GROUP]
+    names = metric_names(conf)
     readers = []
     for value in (u.strip() for u in opts.connections or ()):
         if value:
@@ -692,8 +740,21 @@ def cell_readers_from_conf(conf: cfg.ConfigOpts, *, keep_connection: bool = Fals
             readers.append(CellDatabaseReader(url, cell_uuid=cell_uuid,
                                               connect_timeout=opts.connect_timeout,
                                               query_timeout=opts.query_timeout,
-                                              keep_connection=keep_connection))
+                                              keep_connection=keep_connection,
+                                              metric_names=names))
     return readers
+
+
+def metric_names(conf: cfg.ConfigOpts) -> frozenset[str]:
+    """The metrics ``[metrics] weight_setting`` names (``name=ratio``): what the
+    MetricsFilter and MetricsWeigher read, and all the cell databases' reads keep. An
+    entry without ``=`` names nothing here; the weigher says what is wrong with it."""
+    try:
+        entries = conf.metrics.weight_setting or ()
+    except cfg.NoSuchOptError:
+        return frozenset()
+    return frozenset(name.strip() for name, sep, _ in (e.partition('=') for e in entries)
+                     if sep and name.strip())
 
 
 def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog

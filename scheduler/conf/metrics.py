@@ -8,8 +8,10 @@ GROUP = 'metrics'
 metrics_group = cfg.OptGroup(
     GROUP, title='Metrics parameters',
     help='How the MetricsWeigher turns the metrics compute hosts report into a weight. '
-         'This service reads host metrics from the host catalog (the ``metrics`` of a '
-         'host in the hosts file).')
+         'This service reads host metrics from the host catalog: the metrics named by '
+         '``weight_setting`` in each compute node\'s row of its cell database '
+         '(``[cell_database] connections``), else the ``metrics`` of a host in the hosts '
+         'file.')
 
 metrics_opts = [
     cfg.FloatOpt('weight_multiplier', default=1.0,

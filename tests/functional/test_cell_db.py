@@ -46,6 +46,9 @@ ROWS = [
                                      'num_task_None': '2', 'num_os_type_None': '2',
                                      'num_proj_1f2e3d4c5b6a4798a1b2c3d4e5f60718': '2',
                                      'io_workload': '1', 'failed_builds': '3'}),
+                   metrics=json.dumps([{'name': 'cpu.percent', 'value': 0.29,
+                                        'timestamp': '2026-12-02T04:00:00.000000',
+                                        'source': 'nova.compute.monitors.cpu.virt_driver'}]),
                    numa_topology=two_cell_host(8192),
                    pci_stats=pci_stats_json(pci_pool('8086', '154d', 7, numa_node=1,
                                                      dev_type='type-VF',
@@ -82,6 +85,12 @@ def test_the_catalog_gets_each_nodes_topology_and_pools_from_a_select_only_user(
     assert (big.num_instances, big.num_io_ops, big.failed_builds) == (2, 1, 3)
     assert big.stats == {'num_instances': '2', 'io_workload': '1', 'failed_builds': '3'}
     assert (small.num_instances, small.stats) == (0, {})
+    assert big.metrics == {}   # [metrics] weight_setting names none: the column is not read
+
+    # With metrics named, the column is read too, as Nova's scheduler reads it.
+    reader = CellDatabaseReader(cell_db.reader_url, metric_names=frozenset({'cpu.percent'}))
+    assert {n.nodename: n.metrics for n in reader.read()[0]} == {
+        'big.example.org': {'cpu.percent': 28.0}, 'small.example.org': None}
     assert catalog.snapshot_stats()['cell_db_nodes'] == 2  # the deleted row is not read
     assert host_state(catalog, GONE).numa_topology is None
 

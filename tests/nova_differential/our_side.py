@@ -1,12 +1,13 @@
 """This service's side: the same rows through its own input paths, its filters and weighers.
 
 * ``compute_nodes`` columns the cell-database source reads (NUMA topology, PCI
-  pools, allocation ratios, supported instances, ``stats``): :func:`parse_rows`
-  on the row, as :class:`~scheduler.catalog.cell_db.CellDatabaseReader` does,
-  applied to the catalog;
-* what an operator's hosts file gives of the same row and its service row
-  (service state, ``host_ip``, hypervisor, ``cpu_info``, ``metrics`` as
-  nova-compute writes them): a hosts file document, through ``parse_hosts``;
+  pools, allocation ratios, supported instances, ``host_ip``, hypervisor,
+  ``cpu_info``, ``stats``, the ``metrics`` ``[metrics] weight_setting`` names):
+  :func:`parse_rows` on the row, as
+  :class:`~scheduler.catalog.cell_db.CellDatabaseReader` does, applied to the
+  catalog;
+* what an operator's hosts file gives of the service row (its state), beside
+  the node's names and cell: a hosts file document, through ``parse_hosts``;
 * aggregates and instance lists: the casts nova-api and nova-compute send
   (``update_aggregates`` with Nova's Aggregate primitives through the RPC codec,
   ``sync_instance_info``);
@@ -29,7 +30,7 @@ from placement_client.models import Candidates
 from scheduler import conf as scheduler_conf
 from scheduler import plugins
 from scheduler.catalog import HostCatalog
-from scheduler.catalog.cell_db import parse_rows
+from scheduler.catalog.cell_db import metric_names, parse_rows
 from scheduler.catalog.hosts_file import parse_hosts
 from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.handler import apply_filters
@@ -63,11 +64,7 @@ def _hosts_entry(row: dict[str, Any], service: dict[str, Any], cell: str) -> dic
     """What a hosts file says of one compute node, copied from its rows."""
     return {
         'nodename': row['hypervisor_hostname'], 'service_host': row['host'],
-        'provider_uuid': row['uuid'], 'cell': cell, 'host_ip': row['host_ip'],
-        'hypervisor_type': row['hypervisor_type'],
-        'hypervisor_version': row['hypervisor_version'],
-        'cpu_info': json.loads(row['cpu_info']),
-        'metrics': {m['name']: m['value'] for m in json.loads(row['metrics'])},
+        'provider_uuid': row['uuid'], 'cell': cell,
         'disabled': bool(service['disabled']), 'disabled_reason': service['disabled_reason'],
         'forced_down': bool(service['forced_down']),
         'last_seen_up': service['last_seen_up'].replace(
@@ -88,8 +85,9 @@ def catalog_for(cloud: WrittenCloud) -> HostCatalog:
             (r['uuid'], r['hypervisor_hostname'], r['host'], r['numa_topology'],
              r['pci_stats'], r['cpu_allocation_ratio'], r['ram_allocation_ratio'],
              r['supported_instances'], r['host_ip'], r['hypervisor_type'],
-             r['hypervisor_version'], r['cpu_info'], r['stats'])
-            for r in (h.compute_row for h in cloud.hosts if h.host.cell == cell)], cell)
+             r['hypervisor_version'], r['cpu_info'], r['stats'], r['metrics'])
+            for r in (h.compute_row for h in cloud.hosts if h.host.cell == cell)], cell,
+            metric_names=metric_names(make_conf()))
         if problems:
             raise AssertionError(f'the cell database rows did not parse: {problems}')
         nodes.extend(read)

@@ -6,6 +6,7 @@ columns this source reads, plus one it must not.
 """
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import sys
@@ -19,6 +20,7 @@ from scheduler.catalog.cell_db import (
     CellDatabaseReader,
     CellDatabaseSync,
     cell_db_sync_from_conf,
+    cell_readers_from_conf,
     parse_rows,
     row_digest,
     split_connection,
@@ -76,21 +78,22 @@ SCHEMA = """CREATE TABLE compute_nodes (
     hypervisor_hostname VARCHAR(255), numa_topology TEXT, pci_stats TEXT,
     cpu_allocation_ratio FLOAT, ram_allocation_ratio FLOAT, supported_instances TEXT,
     host_ip VARCHAR(39), hypervisor_type TEXT, hypervisor_version INTEGER, cpu_info TEXT,
-    stats TEXT, deleted INTEGER DEFAULT 0, vcpus INTEGER)"""
+    stats TEXT, metrics TEXT, deleted INTEGER DEFAULT 0, vcpus INTEGER)"""
 
 
 def sqlite_cell(path, rows, *, deleted=()):
-    """A cell database of :func:`row` rows, or of :func:`with_stats` rows."""
+    """A cell database of :func:`row` rows, or of :func:`with_stats` rows (and their
+    metrics)."""
     with sqlite3.connect(path) as db:
         db.execute(SCHEMA)
         for i, r in enumerate(list(rows) + list(deleted), start=1):
             node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio, supported = r[:8]
             db.execute('INSERT INTO compute_nodes (id, uuid, hypervisor_hostname, host, '
                        'numa_topology, pci_stats, cpu_allocation_ratio, ram_allocation_ratio, '
-                       'supported_instances, stats, deleted, vcpus) '
-                       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
+                       'supported_instances, stats, metrics, deleted, vcpus) '
+                       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 16)',
                        (i, node_uuid, nodename, host, numa, pci, cpu_ratio, ram_ratio,
-                        supported, r[12] if len(r) > 12 else None, i if r in deleted else 0))
+                        supported, *(*r[12:14], None, None)[:2], i if r in deleted else 0))
     return f'sqlite:///{path}'
 
 
@@ -276,8 +279,23 @@ NOVA_STATS = ('{"num_instances": "3", "num_vm_active": "3", "num_task_None": "2"
               '"failed_builds": "2", "cpu_arch": "x86_64", "boot_mode": null}')
 
 
-def with_stats(r, stats):
-    return (*r, None, None, None, None, stats)
+def with_stats(r, stats, metrics=None):
+    return (*r, None, None, None, None, stats, metrics)
+
+
+def synced_over_a_hosts_file(tmp_path, hosts, rows, weight_setting=()):
+    """A catalog of a hosts file (nodename -> its entry's other fields, YAML) and of a
+    cell database of ``rows``, synced once."""
+    path = tmp_path / 'hosts.yaml'
+    path.write_text('hosts:\n' + ''.join(
+        f'- {{nodename: {name}, provider_uuid: {uuid_for(name)}, {fields}}}\n'
+        for name, fields in hosts.items()))
+    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
+    catalog.load_file(str(path))
+    conf = conf_with(connections=[sqlite_cell(tmp_path / 'cell1.db', rows)])
+    conf.set_override('weight_setting', list(weight_setting), group='metrics')
+    assert cell_db_sync_from_conf(conf, catalog).sync_once()
+    return catalog
 
 
 def test_stats_keep_what_a_filter_or_weigher_reads_and_leave_the_per_state_counters():
@@ -314,22 +332,81 @@ def test_stats_that_cannot_be_parsed_are_named_and_the_rest_of_the_row_kept():
 
 
 def test_a_host_counts_instances_io_and_failed_builds_from_its_row_over_a_hosts_file(tmp_path):
-    hosts = tmp_path / 'hosts.yaml'
-    hosts.write_text(f'hosts:\n- {{nodename: cn1, provider_uuid: {uuid_for("cn1")}, '
-                     'stats: {num_instances: "9", io_workload: "9", failed_builds: "0"}}\n'
-                     f'- {{nodename: cn2, provider_uuid: {uuid_for("cn2")}, '
-                     'stats: {io_workload: "7"}}\n')
-    catalog = HostCatalog(default_cell_uuid=CELL_UUID)
-    catalog.load_file(str(hosts))
-    sync = cell_db_sync_from_conf(conf_with(connections=[sqlite_cell(
-        tmp_path / 'cell1.db', [with_stats(row('cn1'), NOVA_STATS), row('cn2')])]), catalog)
-    assert sync.sync_once()
+    catalog = synced_over_a_hosts_file(
+        tmp_path, {'cn1': 'stats: {num_instances: "9", io_workload: "9", failed_builds: "0"}',
+                   'cn2': 'stats: {io_workload: "7"}'},
+        [with_stats(row('cn1'), NOVA_STATS), row('cn2')])
 
     row_host, file_host = (
         HostState(uuid=uuid_for(name), record=catalog.record_for_provider(uuid_for(name), None),
                   summaries=[], allocation_candidates=[]) for name in ('cn1', 'cn2'))
     assert (row_host.num_instances, row_host.num_io_ops, row_host.failed_builds) == (3, 1, 2)
     assert file_host.num_io_ops == 7   # its row has no stats: the file's
+
+
+# Metrics, as nova-compute's monitors write them ----------------------------------------------
+
+def monitor_metrics(**values):
+    return json.dumps([{'name': name.replace('_', '.'), 'value': value,
+                        'timestamp': '2026-12-02T04:00:00.000000',
+                        'source': 'nova.compute.monitors.cpu.virt_driver'}
+                       for name, value in values.items()])
+
+
+WEIGHED = frozenset({'cpu.percent', 'cpu.frequency'})
+
+
+def test_the_metrics_weight_setting_names_are_read_as_nova_s_scheduler_reads_them():
+    [node, quiet, unread], problems = parse_rows([
+        with_stats(row('cn1'), None, monitor_metrics(cpu_percent=0.29, cpu_frequency=2400,
+                                                     cpu_idle_time=123456)),
+        with_stats(row('cn2'), None, '[]'),
+        with_stats(row('cn3'), None, monitor_metrics(cpu_idle_time=1))], metric_names=WEIGHED)
+
+    assert problems == []
+    # Percentages times 100, then integers (MonitorMetricList.from_json); only the named.
+    assert node.metrics == {'cpu.percent': 28.0, 'cpu.frequency': 2400.0}
+    assert quiet.metrics is None       # no monitor: a hosts file's metrics stay
+    assert unread.metrics == {}        # reported, none of the named: the host lacks them
+    assert parse_rows([with_stats(row('cn1'), None, monitor_metrics(cpu_percent=0.29))]
+                      )[0][0].metrics is None   # none named: not read
+
+
+def test_metrics_that_cannot_be_parsed_are_named_and_the_rest_of_the_row_kept():
+    nodes, problems = parse_rows([with_stats(row('cn1'), None, '{nope'),
+                                  with_stats(row('cn2'), None, '[{"value": 1}]')],
+                                 metric_names=WEIGHED)
+
+    assert [(n.metrics, n.numa_topology is not None) for n in nodes] == [(None, True),
+                                                                        (None, True)]
+    assert [p.split(' ')[:2] for p in problems] == [['cn1', 'metrics:'], ['cn2', 'metrics']]
+
+
+def test_a_reader_reads_metrics_only_when_the_weight_setting_names_some(tmp_path):
+    url = sqlite_cell(tmp_path / 'cell1.db', [
+        with_stats(row('cn1'), None, monitor_metrics(cpu_percent=0.5, cpu_frequency=2000))])
+    conf = conf_with(connections=[url])
+    [unnamed] = cell_readers_from_conf(conf)
+    conf.set_override('weight_setting', ['cpu.percent=-1.0', 'cpu.frequency'],
+                      group='metrics')
+    [named] = cell_readers_from_conf(conf)
+
+    assert named.metric_names == {'cpu.percent'}   # an entry without a ratio names nothing
+    assert [n.metrics for n in named.read()[0]] == [{'cpu.percent': 50.0}]
+    assert [n.metrics for n in unnamed.read()[0]] == [None]
+    with sqlite3.connect(tmp_path / 'cell1.db') as db:
+        db.execute('ALTER TABLE compute_nodes DROP COLUMN metrics')
+    assert [n.nodename for n in unnamed.read()[0]] == ['cn1']   # the column is not asked for
+
+
+def test_a_host_weighs_its_row_s_metrics_over_a_hosts_file_s(tmp_path):
+    catalog = synced_over_a_hosts_file(
+        tmp_path, {'cn1': 'metrics: {cpu.percent: 0.9}', 'cn2': 'metrics: {cpu.percent: 0.7}'},
+        [with_stats(row('cn1'), None, monitor_metrics(cpu_percent=0.25)),
+         with_stats(row('cn2'), None, '[]')], weight_setting=['cpu.percent=-1.0'])
+
+    assert catalog.record_for_provider(uuid_for('cn1'), None).metrics == {'cpu.percent': 25.0}
+    assert catalog.record_for_provider(uuid_for('cn2'), None).metrics == {'cpu.percent': 70.0}
 
 
 # Per-request reads ([cell_database] max_age) --------------------------------------------------
