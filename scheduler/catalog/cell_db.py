@@ -77,7 +77,8 @@ _COLUMNS = ('uuid, hypervisor_hostname, host, numa_topology, pci_stats, '
 #: The column read after those when metrics are asked for (:class:`CellDatabaseReader`).
 _METRICS_COLUMN = 'metrics'
 #: The rows read (besides the read-only session setup, the only statement sent to
-#: MySQL/MariaDB and SQLite).
+#: MySQL/MariaDB and SQLite) by a reader asked for no metrics; one asked for some reads
+#: :data:`_METRICS_COLUMN` too, here and in :data:`VERSIONED_QUERY`.
 QUERY = f'SELECT {_COLUMNS} FROM compute_nodes WHERE deleted = 0'
 #: PostgreSQL's version of a row: the transaction that wrote it (``xmin``), which any
 #: write of the row replaces, the same values written again included (kept when VACUUM
@@ -87,9 +88,9 @@ _VERSION = 'CAST(CAST(xmin AS text) AS bigint)'
 VERSIONED_QUERY = f'SELECT {_COLUMNS}, {_VERSION} FROM compute_nodes WHERE deleted = 0'
 VERSIONS_QUERY = f'SELECT uuid, {_VERSION} FROM compute_nodes WHERE deleted = 0'
 #: On PostgreSQL, some rows by their uuids, given as one array (a list of a thousand
-#: parameters is a thousand marks to quote and the server to parse).
+#: parameters is a thousand marks to quote and the server to parse): the condition a
+#: reader adds to its versioned query.
 _BY_UUIDS = ' AND uuid = ANY(:uuids)'
-VERSIONED_BY_UUIDS = VERSIONED_QUERY + _BY_UUIDS
 #: A periodic read on PostgreSQL reads again only the rows whose version moved, when they
 #: are at most this share of the rows (else it reads every row).
 CHANGED_SHARE = 0.5
@@ -274,7 +275,7 @@ def kept_stats(value: Any) -> dict[str, str]:
     nova-compute's counters per VM state, task state, OS type and project, which no
     filter or weigher reads and which grow with the host's instances (a key per
     project): 50,000 nodes' worth is tens of megabytes in every worker, where the counts
-    kept are a handful of shared dicts. doc/nova-compatibility.md says what a
+    kept are a few hundred shared dicts. doc/nova-compatibility.md says what a
     ``capabilities:`` spec naming one of them does here.
     """
     if not isinstance(value, dict):
