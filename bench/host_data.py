@@ -137,11 +137,11 @@ DEFAULT_PROVIDERS = (1000,)
 DEFAULT_SECONDS = 30.0
 DEFAULT_WARMUP = 5.0
 DEFAULT_SLICE = 10.0
-#: Shares of the cell database's rows with a NUMA topology, with PCI pools.
 #: Projects whose instances the computes run, and how many one compute's instances
 #: belong to at most (nova-compute counts a host's instances per project).
 PROJECTS = 2000
 PROJECTS_PER_HOST = 3
+#: Shares of the cell database's rows with a NUMA topology, with PCI pools.
 NUMA_SHARE = 0.2
 PCI_SHARE = 0.1
 SERVICES_PATH = '/v2.1/os-services'
