@@ -215,11 +215,13 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
         stats = None
         if stats_text:
             try:
-                kept = kept_stats(json.loads(stats_text) if isinstance(stats_text, str)
-                                  else stats_text)
+                value = json.loads(stats_text) if isinstance(stats_text, str) else stats_text
+                # An empty object is an empty column: a hosts file's stats stay.
+                kept = kept_stats(value) if value != {} else None
                 # Keyed by what is kept, not by the text: the counters left out differ
                 # from node to node where the counts kept are few.
-                stats = known.setdefault(('stats', tuple(sorted(kept.items()))), kept)
+                if kept is not None:
+                    stats = known.setdefault(('stats', tuple(sorted(kept.items()))), kept)
             except json.JSONDecodeError as e:
                 problems.append(f'{label} stats: not JSON ({e.msg})')
             except ValueError as e:

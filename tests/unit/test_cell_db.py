@@ -320,6 +320,7 @@ def test_nodes_whose_kept_stats_are_equal_share_them_whatever_their_counters_say
     assert a.stats is b.stats
     assert c.stats == {**a.stats, 'failed_builds': '0'}
     assert d.stats is None   # no column: a hosts file's stats stay
+    assert parse_rows([with_stats(row('cn5'), '{}')])[0][0].stats is None   # nor an empty one
 
 
 def test_stats_that_cannot_be_parsed_are_named_and_the_rest_of_the_row_kept():
