@@ -62,6 +62,7 @@ from scheduler.catalog.hosts_file import (
 )
 from scheduler.catalog.periodic import PeriodicSync
 from scheduler.conf.cell_database import GROUP
+from scheduler.conf.weight_setting import split_weight_setting
 from scheduler.exceptions import HostDataError, SchedulerError
 from scheduler.objects.numa import HostNUMATopology, parse_host_numa_topology
 from scheduler.objects.pci import HostPciStats, parse_pci_pools
@@ -749,15 +750,14 @@ def cell_readers_from_conf(conf: cfg.ConfigOpts, *, keep_connection: bool = Fals
 
 
 def metric_names(conf: cfg.ConfigOpts) -> frozenset[str]:
-    """The metrics ``[metrics] weight_setting`` names (``name=ratio``): what the
-    MetricsFilter and MetricsWeigher read, and all the cell databases' reads keep. An
-    entry without ``=`` names nothing here; the weigher says what is wrong with it."""
+    """The metrics ``[metrics] weight_setting`` names: what the MetricsFilter and
+    MetricsWeigher read, and all the cell databases' reads keep. A malformed entry
+    names nothing, as for them; they say what is wrong with it."""
     try:
         entries = conf.metrics.weight_setting or ()
     except cfg.NoSuchOptError:
         return frozenset()
-    return frozenset(name.strip() for name, sep, _ in (e.partition('=') for e in entries)
-                     if sep and name.strip())
+    return frozenset(name for name, _ in split_weight_setting(entries)[0])
 
 
 def cell_db_sync_from_conf(conf: cfg.ConfigOpts, catalog: HostCatalog

@@ -388,11 +388,12 @@ def test_a_reader_reads_metrics_only_when_the_weight_setting_names_some(tmp_path
         with_stats(row('cn1'), None, monitor_metrics(cpu_percent=0.5, cpu_frequency=2000))])
     conf = conf_with(connections=[url])
     [unnamed] = cell_readers_from_conf(conf)
-    conf.set_override('weight_setting', ['cpu.percent=-1.0', 'cpu.frequency'],
+    conf.set_override('weight_setting', ['cpu.percent=-1.0', 'cpu.frequency', 'cpu.idle.time=x'],
                       group='metrics')
     [named] = cell_readers_from_conf(conf)
 
-    assert named.metric_names == {'cpu.percent'}   # an entry without a ratio names nothing
+    # A malformed entry names nothing, as for the MetricsFilter and MetricsWeigher.
+    assert named.metric_names == {'cpu.percent'}
     assert [n.metrics for n in named.read()[0]] == [{'cpu.percent': 50.0}]
     assert [n.metrics for n in unnamed.read()[0]] == [None]
     with sqlite3.connect(tmp_path / 'cell1.db') as db:
