@@ -205,6 +205,36 @@ def test_inside_after_reply_the_objects_go_at_the_block_s_end_in_this_thread(no_
     release.stop()
 
 
+def test_the_heap_is_trimmed_at_most_once_a_trim_interval_the_objects_every_time(
+        no_collector):
+    now = [100.0]
+    trims: list[float] = []
+    release = DeferredRelease(delay=3600, trim=lambda: trims.append(now[0]),
+                              trim_interval=1.0, clock=lambda: now[0])
+    for at in (100.0, 100.4, 100.99, 101.0, 101.5, 102.2):
+        now[0] = at
+        payload = Payload()
+        ref = weakref.ref(payload)
+        with after_reply():
+            release.later(payload)
+            release.later(Payload())    # two hand-overs of one call: one trim at most
+            del payload
+        assert ref() is None, 'the objects wait for no trim'
+    assert trims == [100.0, 101.0, 102.2]
+    release.stop()
+
+
+def test_a_trim_interval_of_zero_trims_once_after_every_call(no_collector):
+    trims: list[int] = []
+    release = DeferredRelease(delay=3600, trim=lambda: trims.append(1), trim_interval=0)
+    for _ in range(3):
+        with after_reply():
+            release.later(Payload())
+            release.later(Payload())
+    assert len(trims) == 3
+    release.stop()
+
+
 def test_after_reply_keeps_the_collector_paused_until_its_objects_are_freed():
     assert gc.isenabled()
     release = DeferredRelease(delay=3600)
