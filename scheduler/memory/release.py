@@ -49,9 +49,10 @@ RELEASE_DELAY = 0.02
 #: Seconds without hand-overs after which the thread ends.
 IDLE_EXIT = 1.0
 #: Seconds between two trims of the C heap after objects were dropped. Trimmed after
-#: every request, a worker at 50,000 nested providers spent about 2 ms of CPU a
-#: request in the trim; once a second, its peak grew by a few MB (doc/performance.md,
-#: *The heap trimmed once a second*).
+#: every request, a worker at 50,000 nested providers spent nearly a third of its CPU
+#: a request on the trim (about 2 ms) and on faulting the pages back in; trimmed once a
+#: second, its peak grew by 3-7 MB (doc/performance.md, *The heap trimmed once a
+#: second*).
 TRIM_INTERVAL = 1.0
 
 #: Per thread, while in :func:`after_reply`: the hand-overs it drops at its end.
