@@ -104,7 +104,8 @@ class SchedulerManager:
         self.cleanups = cleanups or claims_mod.PendingCleanups(
             placement, interval=conf.scheduler.cleanup_retry_interval)
         # A request's Placement answer and host table are freed after its reply.
-        self.release = release or DeferredRelease()
+        self.release = release or DeferredRelease(
+            trim_interval=conf.scheduler.heap_trim_interval)
         # One request computes at a time per worker by default: memory, not speed
         # (scheduler/memory/turns.py).
         self.turns = Turns(conf.scheduler.concurrent_decisions or None,

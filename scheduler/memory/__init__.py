@@ -13,9 +13,10 @@ decides; at 1,000 candidates that is tens of thousands of small objects, at
   the RPC server has sent it, else by a background thread (:mod:`.release`); the
   collector stays paused until they are gone.
 * :func:`release_free_memory` — once start-up is over, and after requests' objects
-  were dropped (at most once a second: :data:`.release.TRIM_INTERVAL`), the C heap's
-  free pages go back to the system; :func:`limit_arenas` — a worker's threads share
-  one malloc arena instead of taking one each (:mod:`.heap`).
+  were dropped (at most once a second by default: ``[scheduler]
+  heap_trim_interval``), the C heap's free pages go back to the system;
+  :func:`limit_arenas` — a worker's threads share one malloc arena instead of
+  taking one each (:mod:`.heap`).
 """
 from scheduler.memory.gc_pause import pause, paused_gc, resume
 from scheduler.memory.heap import limit_arenas, release_free_memory

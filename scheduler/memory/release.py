@@ -30,7 +30,10 @@ Once they are freed, the C heap's free pages go back to the system
 ``trim_interval`` seconds: a trim walks every free chunk of the heap (about 2 ms
 of a busy worker's CPU at 50,000 nested providers, after each of its requests),
 and the next request faults back in the pages it gave away. Between two trims
-the holes one request left are reused by the next ones.
+the holes one request left are reused by the next ones. A trim skipped for the
+interval is made by the background thread when the interval ends, so a worker
+whose requests stop gives its last ones' pages back too, not only at its next
+request (the thread is woken for it at most once an interval).
 """
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ IDLE_EXIT = 1.0
 #: every request, a worker at 50,000 nested providers spent nearly a third of its CPU
 #: a request on the trim (about 2 ms) and on faulting the pages back in; trimmed once a
 #: second, its peak grew by 3-7 MB (doc/performance.md, *The heap trimmed once a
-#: second*).
+#: second*). The default of ``[scheduler] heap_trim_interval``.
 TRIM_INTERVAL = 1.0
 
 #: Per thread, while in :func:`after_reply`: the hand-overs it drops at its end.
@@ -93,6 +96,9 @@ class DeferredRelease:
         self._trim_interval = trim_interval
         self._clock = clock
         self._trimmed_at: float | None = None
+        # When (by ``clock``) the background thread is to make a trim skipped for the
+        # interval; None: no trim is owed.
+        self._trim_due: float | None = None
         self._due: collections.deque[tuple[float, tuple[Any, ...]]] = collections.deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -110,11 +116,15 @@ class DeferredRelease:
                 held.append((self._trim, objects))
                 return
             self._due.append((time.monotonic() + self._delay, objects))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name='deferred-release',
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            self._wake()
+
+    def _wake(self) -> None:
+        """Under the lock: the background thread started, or told of new work."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name='deferred-release',
+                                            daemon=True)
+            self._thread.start()
+        self._cond.notify()
 
     def pending(self) -> int:
         """How many hand-overs the background thread still holds."""
@@ -141,17 +151,32 @@ class DeferredRelease:
     def _run(self) -> None:
         while True:
             with self._cond:
-                if not self._due and not self._stopped:
+                if self._stopped:
+                    self._trim_due = None
+                if not self._due and self._trim_due is None and not self._stopped:
                     self._cond.wait(IDLE_EXIT)
-                if not self._due:
+                if not self._due and self._trim_due is None:
                     # Idle (or stopped): the next hand-over starts a new thread.
                     self._thread = None
                     return
-                wait = self._due[0][0] - time.monotonic()
-                if wait > 0 and not self._stopped:
-                    self._cond.wait(wait)
+                objects_due = bool(self._due) and (
+                    self._stopped or self._due[0][0] <= time.monotonic())
+                trim_owed = self._trim_due is not None and self._trim_due <= self._clock()
+                if not objects_due and not trim_owed:
+                    self._cond.wait(min(
+                        self._due[0][0] - time.monotonic() if self._due else IDLE_EXIT,
+                        self._trim_due - self._clock() if self._trim_due is not None
+                        else IDLE_EXIT))
                     continue
-                _, objects = self._due.popleft()
+                if objects_due:
+                    _, objects = self._due.popleft()
+                    trim_owed = False
+                else:
+                    self._trim_due = None
+                    self._trimmed_at = self._clock()
+            if trim_owed:
+                self._trim_now()
+                continue
             # The last references: the objects are freed here, outside the lock,
             # while request threads go on.
             del objects
@@ -160,9 +185,15 @@ class DeferredRelease:
 
     def _trim(self) -> None:
         """Give the heap's free pages back (heap.py), unless that was done less than
-        ``trim_interval`` seconds ago. Two threads may both trim: harmless."""
+        ``trim_interval`` seconds ago: then the background thread owes it, at the
+        interval's end."""
         now = self._clock()
-        if self._trimmed_at is not None and now - self._trimmed_at < self._trim_interval:
-            return
-        self._trimmed_at = now
+        with self._cond:
+            if self._trimmed_at is not None and now - self._trimmed_at < self._trim_interval:
+                if self._trim_due is None and not self._stopped:
+                    self._trim_due = self._trimmed_at + self._trim_interval
+                    self._wake()
+                return
+            self._trimmed_at = now
+            self._trim_due = None
         self._trim_now()

@@ -254,3 +254,51 @@ def test_a_stopped_release_keeps_nothing_inside_after_reply_either(no_collector)
         release.later(payload)
         del payload
         assert ref() is None
+
+
+def test_a_trim_skipped_for_the_interval_is_made_when_it_ends_even_with_no_request_after(
+        no_collector):
+    # A worker whose requests stop would otherwise keep its last ones' pages until
+    # its next request.
+    now = [100.0]
+    trims: list[tuple[float, str]] = []
+    owed_trim_made = threading.Event()
+
+    def trim() -> None:
+        trims.append((now[0], threading.current_thread().name))
+        if len(trims) == 2:
+            owed_trim_made.set()
+
+    release = DeferredRelease(delay=3600, trim=trim, trim_interval=1.0, clock=lambda: now[0])
+    with after_reply():
+        release.later(Payload())
+    now[0] = 100.5
+    with after_reply():
+        release.later(Payload())      # within the interval: its trim is owed
+    assert len(trims) == 1
+    now[0] = 101.0
+    assert owed_trim_made.wait(30), 'the trim owed at the interval\'s end was never made'
+    assert trims == [(100.0, threading.current_thread().name), (101.0, 'deferred-release')]
+    release.stop()
+
+
+def test_a_stopped_release_makes_no_trim_it_owed(no_collector):
+    now = [100.0]
+    trims: list[float] = []
+    release = DeferredRelease(delay=3600, trim=lambda: trims.append(now[0]),
+                              trim_interval=1.0, clock=lambda: now[0])
+    for at in (100.0, 100.5):
+        now[0] = at
+        with after_reply():
+            release.later(Payload())
+    release.stop()
+    now[0] = 200.0
+    thread = release._thread
+    if thread is not None:
+        thread.join(30)
+    assert trims == [100.0] and release._thread is None
+
+
+def test_the_manager_trims_at_the_interval_the_operator_set(make_manager):
+    assert make_manager().release._trim_interval == 1.0
+    assert make_manager(scheduler={'heap_trim_interval': 0.0}).release._trim_interval == 0.0
