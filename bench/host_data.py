@@ -727,6 +727,8 @@ class Settings:
     #: (bench.view.kinds_for); each phase's rows then also say which kinds were
     #: placed and what went to Placement's ``GET /allocation_candidates``.
     nested: bool = False
+    #: ``[scheduler] heap_trim_interval`` of every phase's service (bench.view's).
+    heap_trim_interval: float = Options.heap_trim_interval
 
 
 @dataclass
@@ -795,8 +797,9 @@ def _services(stats: dict[str, list[float]], name: str | None = None) -> tuple[i
     return int(count), float(seconds)
 
 
-def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: CellDatabase) -> str:
-    config = _view_config(dep, Options())
+def _phase_config(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: CellDatabase,
+                  settings: Settings) -> str:
+    config = _view_config(dep, Options(heap_trim_interval=settings.heap_trim_interval))
     if name == 'baseline':
         return config
     if name == 'nova':
@@ -1006,7 +1009,7 @@ def _phase_service(name: str, dep: deploy.Deployment, nova: ComputeApi, cell: Ce
 
     with deploy.scheduler_service(dep.workdir, placement_url=dep.url, workers=settings.workers,
                                   hosts_file=None if name == WITHOUT_FILE else dep.hosts_file(),
-                                  extra_config=_phase_config(name, dep, nova, cell)
+                                  extra_config=_phase_config(name, dep, nova, cell, settings)
                                   ) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)
         warm = _closed_loop(settings.clients, settings.warmup, 0.0,

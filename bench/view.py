@@ -595,6 +595,9 @@ class Options:
     #: Every worker reads its view on its own (``[scheduler]
     #: provider_view_shared_reads = false``), as before the service's reader.
     own_reads: bool = False
+    #: ``[scheduler] heap_trim_interval`` of the view's service (0: a trim after every
+    #: request).
+    heap_trim_interval: float = option_default('heap_trim_interval')
     start_fill: float = DEFAULT_START_FILL
     fill_to: float = DEFAULT_FILL_TO
     fill_seconds: float = DEFAULT_FILL_SECONDS
@@ -652,6 +655,7 @@ def _view_config(dep: deploy.Deployment, opts: Options) -> str:
             f'concurrent_decisions = {opts.concurrent_decisions}\n'
             f'view_claims_without_turn = {opts.view_claims_without_turn}\n'
             f'provider_view_shared_reads = {not opts.own_reads}\n'
+            f'heap_trim_interval = {opts.heap_trim_interval}\n'
             f'[placement_database]\nconnection = {_database_url(dep)}\n')
 
 
