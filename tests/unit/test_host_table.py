@@ -447,8 +447,11 @@ def test_usage_added_beside_a_column_reads_as_the_column_with_it_added(seed):
         row, amount = rng.randrange(n), rng.randint(-2, 5)
         table.add_used('VCPU', row, amount)
         expected[row] += amount
-        rows = np.array([rng.randrange(n) for _ in range(rng.randint(0, 2 * n))], dtype=np.intp)
-        assert table.used_at('VCPU', rows).tolist() == expected[rows].tolist()
-        assert table.free_at('VCPU', rows).tolist() == (
-            table.column('VCPU', 'capacity')[rows] - expected[rows]).tolist()
+        picked = [rng.randrange(n) for _ in range(rng.randint(0, 2 * n))]
+        # Rows in any order, some twice; and ascending, each once (the filters' answer).
+        for rows in (np.array(picked, dtype=np.intp),
+                     np.array(sorted(set(picked)), dtype=np.intp)):
+            assert table.used_at('VCPU', rows).tolist() == expected[rows].tolist()
+            assert table.free_at('VCPU', rows).tolist() == (
+                table.column('VCPU', 'capacity')[rows] - expected[rows]).tolist()
     assert table.column('VCPU', 'used').tolist() == expected.tolist()
