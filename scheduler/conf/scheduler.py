@@ -301,15 +301,16 @@ service_opts = [
                     'trees, 2 made 6-10% more requests a second than 1, a worker peaking '
                     'at 178-186 MB against 173-182 MB (doc/performance.md).'),
     cfg.FloatOpt('heap_trim_interval', default=1.0, min=0.0, max=60.0,
-                 help='Seconds between two hand-backs of a worker\'s free C heap pages to '
-                      'the system once a request\'s objects are freed (glibc\'s '
-                      'malloc_trim); a worker whose requests stop hands its pages back this '
-                      'long after its last trim. Between two, the pages one request freed '
-                      'are reused by the next ones instead of being faulted in again. 0 '
-                      'trims after every request: at 50,000 nested providers, a worker then '
-                      'peaked 3-7 MB lower and spent about 40% more CPU a request (28-30 ms '
-                      'against 20-21 ms; doc/performance.md, "The heap trimmed once a '
-                      'second").'),
+                 help='Seconds, at least, between two hand-backs of a worker\'s free C '
+                      'heap pages to the system once requests\' objects are freed (glibc\'s '
+                      'malloc_trim); a worker whose requests stop hands back the pages of '
+                      'its last ones when the interval ends. Between two, the pages one '
+                      'request freed are reused by the next ones instead of being faulted '
+                      'in again. 0 trims after every request: at 50,000 nested providers a '
+                      'worker then peaked 3-7 MB lower, for 7-10 ms more CPU a request '
+                      'where the service had a core of its own and 1-2 ms where it shared '
+                      'the machine\'s (doc/performance.md, "The heap trimmed once a '
+                      'second" and "The trim made when a worker goes idle").'),
     cfg.FloatOpt('candidates_reuse_window', default=0.0, min=0.0, max=60.0,
                  help='Seconds during which a worker answers a request from the previous '
                       'Placement answer to the same query instead of asking Placement again '
