@@ -11,6 +11,8 @@ import os
 
 from oslo_config import cfg
 
+from scheduler.memory.release import TRIM_INTERVAL
+
 GROUP = 'scheduler'
 
 DEFAULT_CELL_UUID = '00000000-0000-0000-0000-000000000001'
@@ -300,7 +302,7 @@ service_opts = [
                     'a time at concurrent_decisions = 1). At 50,000 hosts with nested '
                     'trees, 2 made 6-10% more requests a second than 1, a worker peaking '
                     'at 178-186 MB against 173-182 MB (doc/performance.md).'),
-    cfg.FloatOpt('heap_trim_interval', default=1.0, min=0.0, max=60.0,
+    cfg.FloatOpt('heap_trim_interval', default=TRIM_INTERVAL, min=0.0, max=60.0,
                  help='Seconds, at least, between two hand-backs of a worker\'s free C '
                       'heap pages to the system once requests\' objects are freed (glibc\'s '
                       'malloc_trim); a worker whose requests stop hands back the pages of '

@@ -55,7 +55,7 @@ IDLE_EXIT = 1.0
 #: every request, a worker at 50,000 nested providers spent nearly a third of its CPU
 #: a request on the trim (about 2 ms) and on faulting the pages back in; trimmed once a
 #: second, its peak grew by 3-7 MB (doc/performance.md, *The heap trimmed once a
-#: second*). The default of ``[scheduler] heap_trim_interval``.
+#: second*). ``[scheduler] heap_trim_interval``'s default.
 TRIM_INTERVAL = 1.0
 
 #: Per thread, while in :func:`after_reply`: the hand-overs it drops at its end.
