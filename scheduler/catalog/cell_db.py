@@ -110,35 +110,149 @@ class CellDatabaseError(SchedulerError):
 
 
 @dataclass(frozen=True, slots=True)
-class ComputeNodeData:
-    """One ``compute_nodes`` row, as the host catalog uses it."""
+class NodeDescription:
+    """What a ``compute_nodes`` row says of its node that many nodes say alike: a region's
+    computes come in a handful of models, so a cell's rows hold a few thousand of these
+    at most, each shared by every node that has it (read-only, as every field)."""
 
-    provider_uuid: str
-    nodename: str | None
-    service_host: str | None
     numa_topology: HostNUMATopology | None = None
     pci_stats: HostPciStats | None = None
     #: The cell whose database holds the row, when the configuration names it.
     cell_uuid: str | None = None
     #: (architecture, hypervisor type, VM mode) triples the node runs; None: not reported.
     supported_instances: tuple[tuple[str, str, str], ...] | None = None
+    hypervisor_type: str | None = None
+    cpu_info: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+_UNDESCRIBED = NodeDescription()
+
+
+class ComputeNodeData:
+    """One ``compute_nodes`` row, as the host catalog uses it (read-only).
+
+    Its own fields are those no other row has (names, address, metrics, version); the
+    rest is a :class:`NodeDescription` shared with the nodes whose rows say the same
+    (:func:`parse_rows`), read through properties of the same names. One object with
+    fifteen fields per node was 7.3 MB of a worker at 50,000 nodes, held beside the
+    records the catalog resolves from them (doc/performance.md).
+    """
+
+    __slots__ = ('provider_uuid', 'nodename', 'service_host', 'host_ip',
+                 'hypervisor_version', 'stats', 'metrics', 'row_version', 'described')
+
+    provider_uuid: str
+    nodename: str | None
+    service_host: str | None
     #: As ``GET /os-hypervisors/detail`` shows them (it reads the same row); None or
     #: empty: not reported.
-    host_ip: str | None = None
-    hypervisor_type: str | None = None
-    hypervisor_version: int | None = None
-    #: Shared by the nodes whose rows have the same text (read-only, as every field).
-    cpu_info: dict[str, Any] = field(default_factory=dict, hash=False)
+    host_ip: str | None
+    hypervisor_version: int | None
     #: The column's keys that :func:`kept_stats` keeps, shared by the nodes with the same
     #: ones (read-only); None: the column is empty.
-    stats: dict[str, str] | None = field(default=None, hash=False)
+    stats: dict[str, str] | None
     #: The metrics asked for, as Nova's scheduler reads them (:func:`parse_metrics`);
-    #: None: not read, or the column is empty.
-    metrics: dict[str, float] | None = field(default=None, hash=False)
+    #: None: not read, or the column is empty. Each node's own: the values move every
+    #: minute.
+    metrics: dict[str, float] | None
     #: The row's version (PostgreSQL's ``xmin``; elsewhere a digest of the row,
     #: :func:`row_digest`): how a read knows the row was not written since. Not part of
     #: what the node is: a row written again with the same values is the same node.
-    row_version: int | None = field(default=None, compare=False)
+    row_version: int | None
+    described: NodeDescription
+
+    def __init__(self, provider_uuid: str, nodename: str | None, service_host: str | None,
+                 numa_topology: HostNUMATopology | None = None,
+                 pci_stats: HostPciStats | None = None, cell_uuid: str | None = None,
+                 supported_instances: tuple[tuple[str, str, str], ...] | None = None,
+                 host_ip: str | None = None, hypervisor_type: str | None = None,
+                 hypervisor_version: int | None = None,
+                 cpu_info: dict[str, Any] | None = None, stats: dict[str, str] | None = None,
+                 metrics: dict[str, float] | None = None, row_version: int | None = None, *,
+                 described: NodeDescription | None = None):
+        """The fields :class:`NodeDescription` holds are taken from ``described`` when it is
+        given (the others of them must then be left out), else from the arguments."""
+        shared = (numa_topology, pci_stats, cell_uuid, supported_instances, hypervisor_type,
+                  cpu_info)
+        if described is None:
+            described = _UNDESCRIBED if shared == (None,) * 6 else NodeDescription(
+                numa_topology, pci_stats, cell_uuid, supported_instances, hypervisor_type,
+                cpu_info if cpu_info is not None else {})
+        elif shared != (None,) * 6:
+            raise TypeError('a node takes its described fields from described alone')
+        setter = object.__setattr__
+        setter(self, 'provider_uuid', provider_uuid)
+        setter(self, 'nodename', nodename)
+        setter(self, 'service_host', service_host)
+        setter(self, 'host_ip', host_ip)
+        setter(self, 'hypervisor_version', hypervisor_version)
+        setter(self, 'stats', stats)
+        setter(self, 'metrics', metrics)
+        setter(self, 'row_version', row_version)
+        setter(self, 'described', described)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f'cannot assign to field {name!r}')
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f'cannot delete field {name!r}')
+
+    def with_version(self, row_version: int | None) -> ComputeNodeData:
+        """This node, read from a row of version ``row_version``."""
+        return ComputeNodeData(self.provider_uuid, self.nodename, self.service_host,
+                               host_ip=self.host_ip,
+                               hypervisor_version=self.hypervisor_version, stats=self.stats,
+                               metrics=self.metrics, row_version=row_version,
+                               described=self.described)
+
+    def _own(self) -> tuple[Any, ...]:
+        return (self.provider_uuid, self.nodename, self.service_host, self.host_ip,
+                self.hypervisor_version, self.stats, self.metrics)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ComputeNodeData):
+            return NotImplemented
+        return self is other or (self._own() == other._own()
+                                 and (self.described is other.described
+                                      or self.described == other.described))
+
+    def __hash__(self) -> int:
+        # Its names alone: equal nodes have equal names, and what describes a node may
+        # hold dicts.
+        return hash((self.provider_uuid, self.nodename, self.service_host))
+
+    def __repr__(self) -> str:
+        return (f'ComputeNodeData(provider_uuid={self.provider_uuid!r}, '
+                f'nodename={self.nodename!r}, service_host={self.service_host!r}, '
+                f'host_ip={self.host_ip!r}, hypervisor_version={self.hypervisor_version!r}, '
+                f'stats={self.stats!r}, metrics={self.metrics!r}, '
+                f'row_version={self.row_version!r}, described={self.described!r})')
+
+    # The shared fields, by their names.
+    @property
+    def numa_topology(self) -> HostNUMATopology | None:
+        return self.described.numa_topology
+
+    @property
+    def pci_stats(self) -> HostPciStats | None:
+        return self.described.pci_stats
+
+    @property
+    def cell_uuid(self) -> str | None:
+        return self.described.cell_uuid
+
+    @property
+    def supported_instances(self) -> tuple[tuple[str, str, str], ...] | None:
+        return self.described.supported_instances
+
+    @property
+    def hypervisor_type(self) -> str | None:
+        return self.described.hypervisor_type
+
+    @property
+    def cpu_info(self) -> dict[str, Any]:
+        """Shared by the nodes whose rows have the same text."""
+        return self.described.cpu_info
 
 
 def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
@@ -202,7 +316,7 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
                 problems.append(f'{label} supported_instances: not JSON ({e.msg})')
             except ValueError as e:
                 problems.append(f'{label} {e}')
-        cpu_info: Any = {}
+        cpu_info: Any = _UNDESCRIBED.cpu_info
         if cpu_text:
             try:
                 cpu_info = parsed(('cpu_info', cpu_text), _cpu_info)
@@ -237,16 +351,23 @@ def parse_rows(rows: Iterable[Sequence[Any]], cell_uuid: str | None = None, *,
                 problems.append(f'{label} {e}')
             if metrics == {}:
                 metrics = known.setdefault(('metrics', ()), metrics)
+        hv_type = interned(hv_type or None)
+        # The parts are shared already where their texts are equal: the description of
+        # the same parts is too. Keyed by the parts' identities, which stay theirs while
+        # the description in ``known`` holds them.
+        described_key = ('described', id(topology), id(pools), cell_uuid, id(instances),
+                         hv_type, id(cpu_info))
+        described = known.get(described_key)
+        if described is None:
+            described = known[described_key] = NodeDescription(
+                topology, pools, cell_uuid, instances, hv_type, cpu_info)
         nodes.append(ComputeNodeData(provider_uuid=interned(str(node_uuid).lower()),
                                      nodename=interned(nodename or None),
                                      service_host=interned(host or None),
-                                     numa_topology=topology, pci_stats=pools,
-                                     cell_uuid=cell_uuid, supported_instances=instances,
                                      host_ip=str(host_ip) if host_ip else None,
-                                     hypervisor_type=interned(hv_type or None),
                                      hypervisor_version=known.setdefault(
                                          ('version', version), version),
-                                     cpu_info=cpu_info, stats=stats, metrics=metrics))
+                                     stats=stats, metrics=metrics, described=described))
     return nodes, problems
 
 
@@ -405,8 +526,8 @@ class CellDatabaseReader(DirectDatabase):
         if changed:
             # Only the texts some row still has.
             used = {id(value) for node in nodes for value in (
-                node.cpu_info, node.numa_topology, node.pci_stats, node.supported_instances,
-                node.stats, node.metrics)}
+                node.described, node.cpu_info, node.numa_topology, node.pci_stats,
+                node.supported_instances, node.stats, node.metrics)}
             self._shared = {key: value for key, value in self._shared.items()
                             if id(value) in used}
         return nodes, problems
@@ -442,8 +563,7 @@ class CellDatabaseReader(DirectDatabase):
         if not found:
             return None
         [node] = found
-        return node if trouble or digest is None else dataclasses.replace(
-            node, row_version=digest)
+        return node if trouble or digest is None else node.with_version(digest)
 
     def _read_by_version(self, connection: DirectConnection
                          ) -> tuple[list[ComputeNodeData], list[str], bool]:
@@ -496,7 +616,7 @@ class CellDatabaseReader(DirectDatabase):
         if not found:
             return None
         [node] = found
-        return node if trouble else dataclasses.replace(node, row_version=raw[-1])
+        return node if trouble else node.with_version(raw[-1])
 
     def read_nodes(self, provider_uuids: Sequence[str]) -> tuple[list[ComputeNodeData], list[str]]:
         """:meth:`read`, for these compute nodes only (bound parameters)."""
