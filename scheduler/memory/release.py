@@ -34,6 +34,13 @@ the holes one request left are reused by the next ones. A trim skipped for the
 interval is made by the background thread when the interval ends, so a worker
 whose requests stop gives its last ones' pages back too, not only at its next
 request (the thread is woken for it at most once an interval).
+
+The holes are reused only in part (a request's objects rarely fall where the last
+one's were), so a busy worker's resident size climbs between two trims, and that
+climb is what sets its peak: at 50,000 nested providers, 15-25 MB in a second
+(doc/performance.md). A worker that has grown by more than :data:`TRIM_GROWTH`
+since its last trim therefore trims after its request whatever the interval (its
+size read from the system: a few microseconds a request).
 """
 from __future__ import annotations
 
@@ -57,6 +64,9 @@ IDLE_EXIT = 1.0
 #: second, its peak grew by 3-7 MB (doc/performance.md, *The heap trimmed once a
 #: second*). ``[scheduler] heap_trim_interval``'s default.
 TRIM_INTERVAL = 1.0
+#: The share of its resident size just after its last trim by which a worker may grow
+#: before it trims again within the interval.
+TRIM_GROWTH = 0.1
 
 #: Per thread, while in :func:`after_reply`: the hand-overs it drops at its end.
 _serving = threading.local()
@@ -90,12 +100,16 @@ class DeferredRelease:
     def __init__(self, delay: float = RELEASE_DELAY,
                  trim: Callable[[], object] = heap.release_free_memory, *,
                  trim_interval: float = TRIM_INTERVAL,
+                 resident: Callable[[], int | None] = heap.resident_bytes,
                  clock: Callable[[], float] = time.monotonic):
         self._delay = delay
         self._trim_now = trim
         self._trim_interval = trim_interval
         self._clock = clock
         self._trimmed_at: float | None = None
+        self._resident = resident
+        # The process's resident size just after the last trim; None: not known.
+        self._floor: int | None = None
         # When (by ``clock``) the background thread is to make a trim skipped for the
         # interval; None: no trim is owed.
         self._trim_due: float | None = None
@@ -175,7 +189,7 @@ class DeferredRelease:
                     self._trim_due = None
                     self._trimmed_at = self._clock()
             if trim_owed:
-                self._trim_now()
+                self._trim_and_measure()
                 continue
             # The last references: the objects are freed here, outside the lock,
             # while request threads go on.
@@ -185,15 +199,34 @@ class DeferredRelease:
 
     def _trim(self) -> None:
         """Give the heap's free pages back (heap.py), unless that was done less than
-        ``trim_interval`` seconds ago: then the background thread owes it, at the
+        ``trim_interval`` seconds ago and the process has not grown by more than
+        :data:`TRIM_GROWTH` since: then the background thread owes it, at the
         interval's end."""
         now = self._clock()
         with self._cond:
-            if self._trimmed_at is not None and now - self._trimmed_at < self._trim_interval:
-                if self._trim_due is None and not self._stopped:
+            within = (self._trimmed_at is not None
+                      and now - self._trimmed_at < self._trim_interval)
+        if within and not self._grown():
+            with self._cond:
+                if (self._trim_due is None and not self._stopped
+                        and self._trimmed_at is not None):
                     self._trim_due = self._trimmed_at + self._trim_interval
                     self._wake()
-                return
+            return
+        with self._cond:
             self._trimmed_at = now
             self._trim_due = None
+        self._trim_and_measure()
+
+    def _trim_and_measure(self) -> None:
         self._trim_now()
+        self._floor = self._resident()
+
+    def _grown(self) -> bool:
+        """Whether the process has grown by more than :data:`TRIM_GROWTH` since the last
+        trim (False when either size is unknown)."""
+        floor = self._floor
+        if floor is None:
+            return False
+        size = self._resident()
+        return size is not None and size > floor * (1 + TRIM_GROWTH)

@@ -12,13 +12,18 @@ import weakref
 import pytest
 
 from scheduler.host_table import HostTable
-from scheduler.memory import DeferredRelease
+from scheduler.memory import DeferredRelease, heap
 from scheduler.memory.release import after_reply
 from tests.builders import REQUEST_CONTEXT, select, user_spec, uuids
 
 
 class Payload:
     """Something with a weak reference, standing for a request's objects."""
+
+
+def SAME_SIZE() -> int:
+    """A process that never grows: only the trim interval decides."""
+    return 100 << 20
 
 
 @pytest.fixture
@@ -210,7 +215,8 @@ def test_the_heap_is_trimmed_at_most_once_a_trim_interval_the_objects_every_time
     now = [100.0]
     trims: list[float] = []
     release = DeferredRelease(delay=3600, trim=lambda: trims.append(now[0]),
-                              trim_interval=1.0, clock=lambda: now[0])
+                              trim_interval=1.0, clock=lambda: now[0],
+                              resident=SAME_SIZE)
     for at in (100.0, 100.4, 100.99, 101.0, 101.5, 102.2):
         now[0] = at
         payload = Payload()
@@ -222,6 +228,43 @@ def test_the_heap_is_trimmed_at_most_once_a_trim_interval_the_objects_every_time
         assert ref() is None, 'the objects wait for no trim'
     assert trims == [100.0, 101.0, 102.2]
     release.stop()
+
+
+def test_a_worker_grown_by_more_than_a_tenth_since_its_last_trim_trims_within_the_interval(
+        no_collector):
+    # Its size climbs between two trims, and the climb is what sets its peak.
+    now = [100.0]
+    size = [100 << 20]
+    trims: list[float] = []
+
+    left_by_trims = iter((100, 101, 100))
+
+    def trim() -> None:
+        trims.append(now[0])
+        # What the trim left: the next growth counts from there.
+        size[0] = next(left_by_trims) << 20
+
+    release = DeferredRelease(delay=3600, trim=trim, trim_interval=1.0,
+                              clock=lambda: now[0], resident=lambda: size[0])
+    for at, grown_to in ((100.0, 100), (100.2, 110), (100.4, 111), (100.6, 111), (101.0, 105),
+                         (101.4, 103)):
+        now[0], size[0] = at, grown_to << 20
+        with after_reply():
+            release.later(Payload())
+    # 110 MB is a tenth over the first trim's 100, not more; 111 is. The second trim left
+    # 101 MB, which 111 is not a tenth over; the interval ends a second after it.
+    assert trims == [100.0, 100.4, 101.4]
+    release.stop()
+
+
+@pytest.mark.skipif(heap.resident_bytes() is None, reason='the system does not say')
+def test_the_resident_size_read_follows_the_pages_the_process_touches():
+    before = heap.resident_bytes()
+    touched = bytearray(64 << 20)   # zeroed: every page written
+    after = heap.resident_bytes()
+    assert before is not None and after is not None
+    assert after - before >= 48 << 20
+    del touched
 
 
 def test_a_trim_interval_of_zero_trims_once_after_every_call(no_collector):
@@ -269,7 +312,9 @@ def test_a_trim_skipped_for_the_interval_is_made_when_it_ends_even_with_no_reque
         if len(trims) == 2:
             owed_trim_made.set()
 
-    release = DeferredRelease(delay=3600, trim=trim, trim_interval=1.0, clock=lambda: now[0])
+    release = DeferredRelease(delay=3600, trim=trim, trim_interval=1.0,
+                              clock=lambda: now[0],
+                              resident=SAME_SIZE)
     with after_reply():
         release.later(Payload())
     now[0] = 100.5
@@ -286,7 +331,8 @@ def test_a_stopped_release_makes_no_trim_it_owed(no_collector):
     now = [100.0]
     trims: list[float] = []
     release = DeferredRelease(delay=3600, trim=lambda: trims.append(now[0]),
-                              trim_interval=1.0, clock=lambda: now[0])
+                              trim_interval=1.0, clock=lambda: now[0],
+                              resident=SAME_SIZE)
     for at in (100.0, 100.5):
         now[0] = at
         with after_reply():
