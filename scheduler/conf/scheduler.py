@@ -303,13 +303,15 @@ service_opts = [
                     'trees, 2 made 6-10% more requests a second than 1, a worker peaking '
                     'at 178-186 MB against 173-182 MB (doc/performance.md).'),
     cfg.FloatOpt('heap_trim_interval', default=TRIM_INTERVAL, min=0.0, max=60.0,
-                 help='Seconds, at least, between two hand-backs of a worker\'s free C '
-                      'heap pages to the system once requests\' objects are freed (glibc\'s '
-                      'malloc_trim); a worker whose requests stop hands back the pages of '
-                      'its last ones when the interval ends. Between two, the pages one '
-                      'request freed are reused by the next ones instead of being faulted '
-                      'in again. 0 trims after every request: at 50,000 nested providers a '
-                      'worker then peaked 3-7 MB lower, for 7-10 ms more CPU a request '
+                 help='Seconds between two hand-backs of a worker\'s free C heap pages to '
+                      'the system once requests\' objects are freed (glibc\'s malloc_trim), '
+                      'unless the worker has grown by more than a tenth since the last one: '
+                      'it then hands them back after its request. A worker whose requests '
+                      'stop hands back the pages of its last ones when the interval ends. '
+                      'Between two, the pages one request freed are reused by the next ones '
+                      'instead of being faulted in again. 0 trims after every request: at '
+                      '50,000 nested providers a worker then peaked 3-7 MB lower (before '
+                      'the trim on growth), for 7-10 ms more CPU a request '
                       'where the service had a core of its own and 1-2 ms where it shared '
                       'the machine\'s (doc/performance.md, "The heap trimmed once a '
                       'second" and "The trim made when a worker goes idle").'),

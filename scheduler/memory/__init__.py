@@ -14,7 +14,8 @@ decides; at 1,000 candidates that is tens of thousands of small objects, at
   collector stays paused until they are gone.
 * :func:`release_free_memory` — once start-up is over, and after requests' objects
   were dropped (at most once a second by default: ``[scheduler]
-  heap_trim_interval``), the C heap's free pages go back to the system;
+  heap_trim_interval``; sooner when the worker has grown by more than a tenth since
+  the last time), the C heap's free pages go back to the system;
   :func:`limit_arenas` — a worker's threads share one malloc arena instead of
   taking one each (:mod:`.heap`).
 """
