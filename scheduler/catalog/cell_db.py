@@ -131,11 +131,12 @@ _UNDESCRIBED = NodeDescription()
 class ComputeNodeData:
     """One ``compute_nodes`` row, as the host catalog uses it (read-only).
 
-    Its own fields are those no other row has (names, address, metrics, version); the
-    rest is a :class:`NodeDescription` shared with the nodes whose rows say the same
-    (:func:`parse_rows`), read through properties of the same names. One object with
-    fifteen fields per node was 7.3 MB of a worker at 50,000 nodes, held beside the
-    records the catalog resolves from them (doc/performance.md).
+    Its own fields are those that set it apart from the other nodes of its model (names,
+    address, hypervisor version, stats, metrics, row version); the rest is a
+    :class:`NodeDescription` shared with the nodes whose rows say the same
+    (:func:`parse_rows`), read through properties of the same names. One object of
+    fifteen fields a node was 6.9 MB of a worker at 50,000 nodes, held beside the
+    records the catalog resolves from them; this one is 5.0 MB (doc/performance.md).
     """
 
     __slots__ = ('provider_uuid', 'nodename', 'service_host', 'host_ip',

@@ -40,7 +40,7 @@ one's were), so a busy worker's resident size climbs between two trims, and that
 climb is what sets its peak: at 50,000 nested providers, 15-25 MB in a second
 (doc/performance.md). A worker that has grown by more than :data:`TRIM_GROWTH`
 since its last trim therefore trims after its request whatever the interval (its
-size read from the system: a few microseconds a request).
+size read from the system: about 20 µs a request).
 """
 from __future__ import annotations
 
