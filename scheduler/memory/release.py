@@ -220,7 +220,8 @@ class DeferredRelease:
 
     def _trim_and_measure(self) -> None:
         self._trim_now()
-        self._floor = self._resident()
+        if self._trim_interval:     # at 0 every request trims: no growth to watch
+            self._floor = self._resident()
 
     def _grown(self) -> bool:
         """Whether the process has grown by more than :data:`TRIM_GROWTH` since the last
