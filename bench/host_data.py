@@ -1068,6 +1068,24 @@ def _compute_api(kind: str, dep: deploy.Deployment, stack: contextlib.ExitStack,
     return nova, cell, 'nova-api'
 
 
+def nova_cloud_sources(dep: deploy.Deployment, stack: contextlib.ExitStack
+                       ) -> tuple[ComputeApi, str]:
+    """Phase i's sources for another benchmark's service (bench.view ``--sources``):
+    the stand-in compute API and the cell database of ``dep``'s cloud, both gone when
+    ``stack`` closes, and the sections that read them at their defaults. The service
+    they are for is to have no hosts file, as phase i's has none."""
+    nova, cell, _ = _compute_api('stand-in', dep, stack)
+    return nova, nova.config(_label(WITHOUT_FILE)) + cell.config()
+
+
+def await_startup_check(client: Any, dep: deploy.Deployment, nova: ComputeApi, *,
+                        clients: int, nested: bool) -> StartupCheck:
+    """:func:`_await_check` for a service of :func:`nova_cloud_sources`: its clients'
+    warm-up kept going until the compute API answered that service's start-up check."""
+    return _await_check(WITHOUT_FILE, client, dep, nova,
+                        Settings(clients=clients, nested=nested))
+
+
 def run(providers: int, settings: Settings | None = None) -> list[Row]:
     """One size's rows (the module's doc)."""
     settings = settings or Settings()

@@ -54,6 +54,17 @@ with them, as it would on machines of its own (the view's reads still cost the
 database, on Placement's side). Needs root: PostgreSQL and RabbitMQ are pinned
 too, and given every CPU back at the end.
 
+``--sources`` gives every phase's service the host-data sources an operator of a Nova
+cloud that size configures, at their defaults, in place of the hosts file
+(bench.host_data's phase i: ``[nova]`` on bench.host_data's stand-in compute API,
+``[cell_database]`` on a cell database of the seeded cloud in the same PostgreSQL,
+the compute services' state read from it before every request), each service warmed
+up until its start-up check of the compute API was answered. The cell database's
+computes write their heartbeats from before the first ceiling to the end, so the
+ceilings and the windows share that load; the service's reads of it land on
+Placement's side of a split machine, as on a cloud whose Nova and Placement share
+a database server. So the targets are held with the sources on.
+
 ``--nested`` (``tox -e bench -- --view N --nested-workload``) seeds a cloud with
 nested trees (bench.synthetic ``nested=True``: NUMA nodes holding PCPU and
 MEMORY_MB, PCI devices tracked in Placement, pGPUs of several vGPU types) and mixes
@@ -621,6 +632,11 @@ class Options:
     #: ceiling where a query per request takes minutes (50,000 providers on half
     #: the machine).
     arbiter_only: bool = False
+    #: Every phase's service with the host-data sources an operator of a Nova cloud
+    #: configures, at their defaults and without a hosts file (bench.host_data's phase
+    #: i), reading bench.host_data's stand-in compute API and cell database of the
+    #: seeded cloud: whether the targets hold with them on.
+    sources: bool = False
 
 
 def start_fill_for(providers: int, opts: Options) -> float:
@@ -648,6 +664,21 @@ def fill_phase_end(fill_to: float, seeded: float, margin: float) -> float:
     return max(fill_to, seeded + margin)
 
 
+@dataclass(frozen=True)
+class _Sources:
+    """``sources``: the compute API the services read, and their sections for it and
+    for the cell database."""
+
+    nova: Any
+    config: str
+
+
+def _sources(dep: deploy.Deployment, stack: contextlib.ExitStack) -> _Sources:
+    from bench import host_data  # which builds on this module
+
+    return _Sources(*host_data.nova_cloud_sources(dep, stack))
+
+
 def _view_config(dep: deploy.Deployment, opts: Options) -> str:
     return (f'[scheduler]\nprovider_view = true\n'
             f'near_best_weight_tolerance = {opts.near_best}\n'
@@ -663,8 +694,10 @@ class _Run:
     """One size's deployment, options and rows, and the phases in order (module doc)."""
 
     def __init__(self, dep: deploy.Deployment, opts: Options, split: cpu.Split | None = None,
-                 margin: float = 0.0):
+                 margin: float = 0.0, sources: _Sources | None = None):
         self.dep, self.opts = dep, opts
+        #: ``sources``: what every phase's service reads in place of the hosts file.
+        self.sources = sources
         #: The share of MEMORY_MB the fill phase was sized to place (start_fill_for);
         #: 0 when the operator of the bench chose ``start_fill``.
         self.margin = margin
@@ -687,14 +720,30 @@ class _Run:
 
     @contextlib.contextmanager
     def service(self, extra_config: str) -> Iterator[Any]:
+        sources = self.sources
         with deploy.scheduler_service(self.dep.workdir, placement_url=self.dep.url,
                                       workers=self.opts.workers,
-                                      hosts_file=self.dep.hosts_file(),
+                                      hosts_file=None if sources else self.dep.hosts_file(),
                                       extra_config=(METRICS_CONFIG if self.opts.nested
-                                                    else '') + extra_config) as started:
+                                                    else '') + extra_config
+                                      + (sources.config if sources else '')) as started:
             if self.split is not None:
                 cpu.pin(self.split)     # its processes are new
+            if sources is not None:
+                self._await_startup_check(*started)
             yield started
+
+    def _await_startup_check(self, svc: Any, transport: Any) -> None:
+        """With ``sources``: the new service's clients warmed up until the compute API
+        answered its workers' start-up check, which at 50,000 computes takes seconds
+        of the compute API and would otherwise fall into the window."""
+        from bench import host_data
+        from scheduler.rpc.client import SchedulerClient
+
+        assert self.sources is not None
+        client = SchedulerClient(transport, topic=svc.topic, timeout=600)
+        host_data.await_startup_check(client, self.dep, self.sources.nova,
+                                      clients=self.opts.clients, nested=self.opts.nested)
 
     def fresh(self) -> None:
         """Before a phase: a database without the dead rows of the ones before, and
@@ -886,16 +935,23 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
     with contextlib.ExitStack() as stack:
         dep = stack.enter_context(deploy.seeded_deployment(
             providers, direct=True, fill_mean=start, nested=opts.nested))
+        # The sources before the first ceiling: their databases' writes (the computes'
+        # heartbeats) load Placement's PostgreSQL in every phase alike.
+        sources = _sources(dep, stack) if opts.sources else None
         # Split after seeding, which is not measured.
         split = stack.enter_context(cpu.split_machine()) if opts.split_cores else None
         run = _Run(dep, opts, split,
-                   margin=0.0 if opts.start_fill else max(0.0, opts.fill_to - start))
+                   margin=0.0 if opts.start_fill else max(0.0, opts.fill_to - start),
+                   sources=sources)
         run.row('seed Placement (setup)', dep.seed_seconds, unit='s',
                 note=f'straight into its tables; {dep.usage_consumers} usage consumers; '
                      + ', '.join(f'{rc} {share:.1%} full'
                                  for rc, share in sorted(run.start_fill.items()))
                      + (f'; every phase with {split.describe()}' if split else
-                        '; every phase on shared cores'))
+                        '; every phase on shared cores')
+                     + ('; every service with a Nova cloud\'s host-data sources (bench.'
+                        'host_data\'s phase i: the stand-in compute API, the cell database, '
+                        'no hosts file)' if sources else ''))
         if opts.view_only:
             _journal_baseline(run, _view_phases(run))
             return run.rows
