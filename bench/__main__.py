@@ -12,7 +12,9 @@
 5. The provider view against a query per request at 1,000, 10,000 and 50,000
    providers (bench/view.py), its curve printed and drawn beside the JSON; with
    ``--nested-workload``, on a cloud with nested trees and a workload that mixes
-   vGPU, PCI and NUMA flavors in (bench/view.py ``--nested``).
+   vGPU, PCI and NUMA flavors in (bench/view.py ``--nested``); with
+   ``--view-sources``, every service reading the host-data sources of a Nova cloud
+   that size instead of a hosts file (bench/view.py ``--sources``).
 6. With ``--nested``: nested queries, the provider view against Placement's own
    GET /allocation_candidates on the same state, candidate-explosion trees
    included (bench/nested.py).
@@ -191,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
                         help='with --view: Placement and PostgreSQL on one half of the CPUs, '
                              'the service, RabbitMQ and the clients on the other (bench/view.py '
                              '--split-cores; needs root)')
+    parser.add_argument('--view-sources', action='store_true',
+                        help='with --view: every service with the host-data sources of a Nova '
+                             'cloud that size, in place of the hosts file (bench/view.py '
+                             '--sources)')
     parser.add_argument('--reads', default='', metavar='N[,N...]',
                         help='what a worker\'s reads of its provider view cost at these '
                              'numbers of providers (bench/reads.py; needs PostgreSQL)')
@@ -239,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench import view
         view_rows = view.run_all([int(n) for n in args.view.split(',') if n.strip()],
                                  view.Options(nested=args.nested_workload,
-                                              split_cores=args.split_cores))
+                                              split_cores=args.split_cores,
+                                              sources=args.view_sources))
         rows.extend(view_rows)
     if args.host_data:
         from bench import host_data

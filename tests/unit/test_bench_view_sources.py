@@ -1,0 +1,70 @@
+"""bench.view --sources: every phase's service reads a Nova cloud's host-data sources
+in place of the hosts file, and takes calls only once its start-up check was answered."""
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+
+from bench import deploy, host_data, view
+
+SOURCES = '[nova]\nendpoint = http://compute/p-x/v2.1\n[cell_database]\nconnections = c=u\n'
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """What each service was started with, and whose start-up check was awaited."""
+    calls: list[dict] = []
+    awaited: list[tuple] = []
+
+    @contextlib.contextmanager
+    def scheduler_service(workdir, **kwargs):
+        calls.append(kwargs)
+        yield SimpleNamespace(topic='scheduler-x'), object()
+
+    monkeypatch.setattr(deploy, 'scheduler_service', scheduler_service)
+    monkeypatch.setattr(host_data, 'await_startup_check',
+                        lambda client, dep, nova, **kw: awaited.append((nova, kw)))
+    monkeypatch.setattr('scheduler.rpc.client.SchedulerClient',
+                        lambda transport, topic, timeout: SimpleNamespace(topic=topic))
+    return calls, awaited
+
+
+def _run(sources):
+    run = object.__new__(view._Run)     # no deployment: only the service's start is looked at
+    run.dep = SimpleNamespace(workdir='/w', url='http://placement',
+                              hosts_file=lambda: '/w/hosts.json')
+    run.opts = view.Options(workers=2, clients=3, nested=False)
+    run.split = None
+    run.sources = sources
+    return run
+
+
+def test_without_sources_the_service_reads_the_hosts_file(started):
+    calls, awaited = started
+    with _run(None).service('[scheduler]\nprovider_view = true\n'):
+        pass
+    assert calls[0]['hosts_file'] == '/w/hosts.json'
+    assert '[nova]' not in calls[0]['extra_config']
+    assert awaited == []
+
+
+def test_with_sources_the_service_reads_them_and_no_hosts_file(started):
+    calls, awaited = started
+    nova = object()
+    with _run(view._Sources(nova, SOURCES)).service('[scheduler]\nprovider_view = true\n'):
+        pass
+    assert calls[0]['hosts_file'] is None
+    assert calls[0]['extra_config'].startswith('[scheduler]\nprovider_view = true\n')
+    assert calls[0]['extra_config'].endswith(SOURCES)
+    # Warmed up until the compute API answered that service's check, before any window.
+    assert awaited == [(nova, {'clients': 3, 'nested': False})]
+
+
+def test_the_claims_journal_baseline_keeps_the_sources(started):
+    # Phase 7's service differs from phase 4's by the journal alone.
+    calls, _ = started
+    with _run(view._Sources(object(), SOURCES)).service(
+            '[scheduler]\nprovider_view = true\n[claims_journal]\ndirectory =\n'):
+        pass
+    assert calls[0]['hosts_file'] is None
+    assert SOURCES in calls[0]['extra_config']
