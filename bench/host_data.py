@@ -46,7 +46,7 @@ g. ``nova+cell, api services``: c with ``[cell_database] service_states = false`
 h. ``nova+cell, scan per request``: c with ``[cell_database] service_scan_interval =
    0``, every row of the ``services`` table read before each request (the default
    until 2026-11-30, later): c reads every row every 10 s and, in between, a few
-   rows by host before a request and before its answer.
+   rows by id before a request and by host before its answer.
 i. ``nova+cell, no hosts file``: c without the hosts file, the sources an operator of
    a Nova cloud configures (the service names, places and describes its hosts from the
    compute API and the cell database alone, its ``stats`` included: the rows carry them
@@ -637,12 +637,12 @@ class CellDatabase:
     def services_reads(self) -> ServicesReads:
         """Seconds of the reads of the services' state a request of phase c waits for
         (scheduler.catalog.cell_services), through the service's own reader: the
-        first read (every row), the next one (the unusual rows), then the two reads by
-        host that come between two such scans: before a request, the rows of the
-        hosts held as other than up and enabled; before its answer, the chosen host's
-        and the next ones' (scheduler.pipeline.claim.SERVICES_AHEAD). Those two are
-        timed as a worker makes them, their statements built by an earlier read: the
-        median of :data:`BY_HOST_SAMPLES` after a first one."""
+        first read (every row), the next one (the unusual rows), then the two reads
+        that come between two such scans: before a request, the rows of the hosts held
+        as other than up and enabled (by id); before its answer, the chosen host's and
+        the next ones' (by host, scheduler.pipeline.claim.SERVICES_AHEAD). Those two are
+        timed as a worker makes them, after a first one (which found the ids and built
+        the statements): the median of :data:`BY_HOST_SAMPLES`."""
         from bench.nova_api import _timed
         from scheduler.catalog.cell_db import CellDatabaseReader
         from scheduler.catalog.cell_services import CellServicesReader
@@ -1125,15 +1125,15 @@ def run(providers: int, settings: Settings | None = None) -> list[Row]:
                 statistics.median(r.again for r in reads) * 1000,
                 note='the same reader again, on its connection: its count and the unusual '
                      'rows only, one statement'))
-        from scheduler.catalog.cell_services import BY_HOST_CHUNK
+        from scheduler.catalog.cell_services import BY_ID_CHUNK
 
         held = reads[0].held_unusual_hosts
-        row(Row('host data: cell database services, held-unusual rows by host alone', n,
+        row(Row('host data: cell database services, held-unusual rows by id alone', n,
                 statistics.median(r.held_unusual for r in reads) * 1000,
                 note=f'the rows of the {held} hosts held as disabled, forced down or silent, '
-                     f'by host, in {math.ceil(held / BY_HOST_CHUNK)} statements: what a '
-                     f'request of phase c reads before it is decided, between two reads '
-                     f'of every row'))
+                     f'by the ids a first read by host found, in '
+                     f'{math.ceil(held / BY_ID_CHUNK)} statement(s): what a request of phase '
+                     f'c reads before it is decided, between two reads of every row'))
         row(Row('host data: cell database services, chosen hosts by host alone', n,
                 statistics.median(r.chosen for r in reads) * 1000,
                 note=f'the rows of {reads[0].chosen_hosts} up and enabled hosts, one '

@@ -150,7 +150,9 @@ class ServicesSource(Protocol):
 
 
 class ServicesByHost(Protocol):
-    """A source whose rows can also be read a few hosts at a time."""
+    """A source whose rows can also be read a few hosts at a time (the held ones by
+    the ids of their rows, once found by host: :meth:`CellServicesReader.usual_again
+    <scheduler.catalog.cell_services.CellServicesReader.usual_again>`)."""
 
     def usual_again(self, hosts: Collection[str]) -> Mapping[str, ServiceState]: ...
 

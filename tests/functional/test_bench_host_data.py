@@ -48,7 +48,7 @@ def test_the_host_data_benchmark_reads_the_services_before_every_request(tmp_pat
     assert rows['host data: stand-in GET /os-services alone (client side)']['ours_ms'] > 0
     assert rows['host data: cell database services, first read alone']['ours_ms'] > 0
     assert rows['host data: cell database services, next read alone']['ours_ms'] > 0
-    held = rows['host data: cell database services, held-unusual rows by host alone']
+    held = rows['host data: cell database services, held-unusual rows by id alone']
     assert re.match(r'the rows of the \d+ hosts held as', held['note']), held
     chosen = rows['host data: cell database services, chosen hosts by host alone']
     assert chosen['ours_ms'] > 0, chosen

@@ -87,9 +87,11 @@ def test_a_second_read_finds_what_changed_since_the_first(cell_db):
 @pytest.mark.parametrize('chunk', [250, 1])
 def test_between_scans_the_rows_of_a_few_hosts_are_read_by_host(cell_db, chunk, monkeypatch):
     """What a request reads between two reads of every row: of the services held as
-    disabled or down, those up and enabled again; of the hosts about to be answered
-    with, those disabled or down now (in one statement, or one host a statement)."""
+    disabled or down, those up and enabled again (by host, then by the ids found);
+    of the hosts about to be answered with, those disabled or down now (in one
+    statement, or one host or id a statement)."""
     monkeypatch.setattr(cell_services, 'BY_HOST_CHUNK', chunk)
+    monkeypatch.setattr(cell_services, 'BY_ID_CHUNK', chunk)
     cell_db.insert_service('cn-up', last_seen_up=ago(5), created_at=ago(3600))
     cell_db.insert_service('cn-off', last_seen_up=ago(5), created_at=ago(3600),
                            disabled=True, disabled_reason='maintenance')
@@ -111,6 +113,26 @@ def test_between_scans_the_rows_of_a_few_hosts_are_read_by_host(cell_db, chunk, 
 
     assert {h: (s.up, s.disabled) for h, s in again.items()} == {'cn-off': (True, False)}
     assert {h: (s.up, s.forced_down) for h, s in now.items()} == {'cn-up': (False, True)}
+
+
+def test_held_hosts_are_read_again_by_the_ids_of_their_rows_until_they_change(cell_db):
+    """A service deleted and created again under a held host has a new row, which the
+    reads by id do not see; the next read of every row does, and changes the hosts held."""
+    cell_db.insert_service('cn-silent', last_seen_up=ago(300), created_at=ago(3600))
+    cell_db.insert_service('cn-off', last_seen_up=ago(5), created_at=ago(3600),
+                           disabled=True, disabled_reason='maintenance')
+    reader = CellServicesReader([CellDatabaseReader(cell_db.reader_url)], down_time=60)
+    held = ['cn-silent', 'cn-off']
+    assert reader.usual_again(held) == {}
+
+    cell_db.query_commit("UPDATE services SET deleted = id WHERE host = 'cn-silent'")
+    cell_db.insert_service('cn-silent', last_seen_up=ago(5), created_at=ago(5))
+    assert reader.usual_again(held) == {}
+
+    # The held hosts changed (cn-off, say, found enabled by that read of every row):
+    # their rows are found by host again.
+    assert {h: s.up for h, s in reader.usual_again(['cn-silent']).items()} == {
+        'cn-silent': True}
 
 
 def test_the_hosts_alone_read_by_a_reader_that_holds_no_read_are_every_live_compute(cell_db):
