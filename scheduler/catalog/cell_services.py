@@ -178,8 +178,8 @@ class CellServicesReader:
         PostgreSQL against 3.7-5.1 ms in four statements by host), a read on every
         request of a busy scheduler, on the database Placement's own claims wait for
         (doc/performance.md). A service deleted and created again under the same
-        host meanwhile has a new id, unread here: it is found by the next read of
-        every row (``[cell_database] service_scan_interval``), as a new one is."""
+        host meanwhile has a new id, unread here: the host keeps its old row's state
+        until the next read of every row (``[cell_database] service_scan_interval``)."""
         if not hosts:
             return {}
         wanted = frozenset(hosts)
