@@ -58,11 +58,12 @@ SLOW_SERVICES_READ = 1.0
 #: Each kind of slow-read WARNING is logged at most once in this many seconds per process.
 SLOW_LOG_EVERY = 3600.0
 #: Between two reads of every service, the services held as disabled or down are read
-#: again by host before a request while they are at most this many, or this share of
-#: the services if that is more; more, and every row is read. A read by host costs about
-#: what a read of every row does at a seventh of the rows (PostgreSQL 15, 50,000
-#: services: 19 ms for every row, 1.3 ms for 500 hosts by host), and a large cloud
-#: always has some computes disabled for maintenance (1% of 50,000 is 500).
+#: again (by host, then by the ids found) before a request while they are at most this
+#: many, or this share of the services if that is more; more, and every row is read.
+#: Measured when those reads were by host, such a read cost about what a read of every
+#: row does at a seventh of the rows (PostgreSQL 15, 50,000 services: 19 ms for every
+#: row, 1.3 ms for 500 hosts by host), and a large cloud always has some computes
+#: disabled for maintenance (1% of 50,000 is 500).
 MAX_HOSTS_READ_AGAIN = 500
 READ_AGAIN_SHARE = 0.05
 #: While the cell databases hold every compute node the compute API knows, the sync
@@ -541,10 +542,10 @@ class NovaSync(PeriodicSync):
 
     def _read_unusual_again(self, source: ServicesByHost, wanted_after: float) -> bool:
         """Under the services lock: the rows of the services the catalog holds as
-        disabled, forced down or silent, read again by host and applied, unless such a
-        read began after ``wanted_after`` (a request that queued behind another's takes
-        it); False (nothing read) when they are too many to look up one by one, or the
-        read failed: then every row is read."""
+        disabled, forced down or silent, read again (``usual_again``) and applied,
+        unless such a read began after ``wanted_after`` (a request that queued behind
+        another's takes it); False (nothing read) when they are too many to look up one
+        by one, or the read failed: then every row is read."""
         held = self._catalog.service_states()
         if self._unusual is None or self._unusual[0] is not held:
             self._unusual = held, [host for host, state in held.other.items()
