@@ -17,7 +17,7 @@ statement's work; ``/proc`` counts in hundredths of a second, hence the means).
 Side by side in the same run, on the same database: one whole read (what a
 worker would pay every ``max_age`` without reads of changes), and the baseline,
 the same reader looking at everything at every read (``deletions_every=0``: the
-providers' marks and generations, the allocations' count) as every read of
+providers' marks and generations, the consumers' marks) as every read of
 changes did before ``DELETIONS_EVERY``, after the same writes; the reader as
 shipped does so every ``DELETIONS_EVERY`` seconds, and in between takes the
 providers of the allocation rows written since.

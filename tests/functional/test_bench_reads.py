@@ -2,7 +2,7 @@
 
 bench/reads.py times the provider view's reads of changes, worker and database,
 after claims and after deletions, beside the same reader looking at everything
-(the providers' marks and generations, the allocations' count) at every read.
+(the providers' marks and generations, the consumers' marks) at every read.
 At a small size (200 hosts, three reads a row; with
 fewer, the writes between two reads change over a quarter of the providers, and
 that is a whole read) it must seed Placement on PostgreSQL, write between reads,

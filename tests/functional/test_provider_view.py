@@ -321,30 +321,44 @@ def state_of(snapshot) -> dict:
 WIDGET = 'CUSTOM_VIEW_WIDGET'
 
 
+def _smallest_fit(client, rp: str) -> dict[str, int]:
+    """The least of each class ``rp`` has room for."""
+    inventories = client.request('GET', f'/resource_providers/{rp}/inventories',
+                                 microversion='1.36').json()['inventories']
+    usages = client.request('GET', f'/resource_providers/{rp}/usages',
+                            microversion='1.36').json()['usages']
+    wanted = {}
+    for rc, inv in inventories.items():
+        amount = max(inv['min_unit'], inv['step_size'])
+        room = (inv['total'] - inv['reserved']) * inv['allocation_ratio'] - usages[rc]
+        if amount <= min(room, inv['max_unit']):
+            wanted[rc] = amount
+    return wanted
+
+
 def random_changes(client, rng: random.Random, providers: list[str],
                    consumers: list[str],
-                   kinds: tuple[str, ...] = ('claim', 'claim', 'delete', 'inventory',
+                   kinds: tuple[str, ...] = ('claim', 'claim', 'delete', 'move', 'inventory',
                                              'traits', 'aggregates')) -> str:
     """One write another client of Placement could make (one of ``kinds``); what it was."""
     rp = rng.choice(providers)
     kind = rng.choice(kinds)
     if kind == 'claim':
-        inventories = client.request('GET', f'/resource_providers/{rp}/inventories',
-                                     microversion='1.36').json()['inventories']
-        usages = client.request('GET', f'/resource_providers/{rp}/usages',
-                                microversion='1.36').json()['usages']
-        wanted = {}
-        for rc, inv in inventories.items():
-            amount = max(inv['min_unit'], inv['step_size'])
-            room = (inv['total'] - inv['reserved']) * inv['allocation_ratio'] - usages[rc]
-            if amount <= min(room, inv['max_unit']):
-                wanted[rc] = amount
+        wanted = _smallest_fit(client, rp)
         if not wanted:
             return 'nothing (full)'
         consumer = str(uuid.uuid4())
         seed.allocate(client, consumer, {rp: wanted}, PROJECT, USER)
         consumers.append(consumer)
         return f'claim {wanted}'
+    if kind == 'move':
+        # A consumer's allocations replaced (a migration): the providers that held
+        # them move no generation, the consumer does.
+        wanted = _smallest_fit(client, rp)
+        if not consumers or not wanted:
+            return 'nothing (no claim yet, or full)'
+        seed.allocate(client, rng.choice(consumers), {rp: wanted}, PROJECT, USER)
+        return 'move'
     if kind == 'delete':
         if not consumers:
             return 'nothing (no claim yet)'
@@ -383,8 +397,9 @@ def random_changes(client, rng: random.Random, providers: list[str],
 @pytest.mark.parametrize('shortcut', [True, False], ids=['recent-writes', 'every-generation'])
 def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
         placement_client, reader, monkeypatch, shortcut):
-    # Other clients of Placement write between reads: claims, deletions (which
-    # move no generation), inventories, traits, aggregates. Each read of the
+    # Other clients of Placement write between reads: claims, deletions and moves
+    # (which move no generation of the providers left), inventories, traits,
+    # aggregates. Each read of the
     # changes since the previous snapshot must say what a whole read says, both
     # when the providers written lately account for every moved generation and
     # when they do not (here: a look-back that ends in the future finds none).
@@ -402,7 +417,7 @@ def test_a_read_of_what_changed_equals_a_whole_read_of_the_same_state(
         snapshot = reader.read(snapshot)
         assert reader.change_reads == change_reads + 1     # not a whole read in disguise
         assert state_of(snapshot) == state_of(reader.read()), done[-3:]
-    assert {'claim', 'delete', 'inventory', 'traits', 'aggregates'} <= {
+    assert {'claim', 'delete', 'move', 'inventory', 'traits', 'aggregates'} <= {
         d.split(' ')[0] for d in done}
     assert {'inventory +widget', 'inventory -widget'} <= set(done)
     assert (reader.generation_scans == 0) if shortcut else (reader.generation_scans > 20)
@@ -424,11 +439,14 @@ def test_between_looks_at_everything_a_read_takes_the_providers_of_new_claims(
         placement_client, placement, monkeypatch):
     # Claims are what a busy region mostly writes: a read of changes finds their
     # providers by the allocation rows written since (an index range), and looks at
-    # everything else (the providers' marks and generations, the allocations'
-    # count: scans of whole tables) every DELETIONS_EVERY seconds. No slice of
+    # everything else (the providers' marks and generations, the consumers':
+    # scans of whole tables) every DELETIONS_EVERY seconds. No slice of
     # every provider here: nothing else could have read what the reads find.
     monkeypatch.setattr(placement_db.PlacementDatabaseReader, '_refresh_slice',
                         lambda self, previous: [])
+    # Fifteen providers: four written between two looks would be a quarter of them,
+    # which a larger cloud reads as changes, not whole.
+    monkeypatch.setattr(placement_db, 'WHOLE_READ_SHARE', 0.5)
     rng = random.Random(20261128)
     providers, children = random_cloud(placement_client, rng, 10)
     url = f'sqlite:///{placement.db_path}'
@@ -554,10 +572,12 @@ def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
 
 
 @pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
-def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
+def test_a_deletion_or_a_move_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         request, backend, monkeypatch):
-    # DELETE /allocations/{consumer} moves no generation. The read that counts
-    # the allocations next must find the providers that lost them without taking every
+    # DELETE /allocations/{consumer} moves no generation, nor does a consumer's
+    # allocations replaced elsewhere move the generation of the provider they left.
+    # The read that counts the consumers next must find the providers that lost
+    # allocations without taking every
     # provider's usage again: the checksums name exactly them (32-bit amounts
     # multiplied in 64 bits on PostgreSQL); the slice that reads every provider
     # again in turn is kept away from them, so nothing else could have.
@@ -599,8 +619,8 @@ def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         gone = rng.sample(providers, 3)
         for rp in gone:
             client.delete_allocations(consumers[rp])
-        # The allocations are counted every DELETIONS_EVERY seconds (a scan of
-        # Placement's largest table): a read sooner does not see the deletion.
+        # The consumers are counted every DELETIONS_EVERY seconds (a scan of a
+        # whole table): a read sooner does not see the deletion.
         now[0] += placement_db.DELETIONS_EVERY / 2
         snapshot = reader.read(snapshot)
         assert reader.usage_checks == 0 and not found
@@ -612,10 +632,27 @@ def test_a_deletion_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         assert sorted(found[-1]) == sorted(snapshot.ids[snapshot.index[rp]] for rp in gone)
         assert state_of(snapshot) == state_of(reader.read())
 
-        # A read with nothing deleted compares no checksum.
+        # A read with nothing taken away compares no checksum, a new instance's
+        # claim meanwhile or not.
+        now[0] += placement_db.DELETIONS_EVERY
+        snapshot = reader.read(snapshot)
+        seed.allocate(client, str(uuid.uuid4()), {gone[0]: {'VCPU': 1}}, PROJECT, USER)
         now[0] += placement_db.DELETIONS_EVERY
         snapshot = reader.read(snapshot)
         assert reader.usage_checks == 1 and len(found) == 1
+        assert state_of(snapshot) == state_of(reader.read())
+
+        # A migration: a consumer's allocations replaced on another provider. The
+        # provider they left moves no generation (the consumer's does): the
+        # checksums name it, and the one they went to (whose generation moved).
+        left = next(rp for rp in providers if rp not in gone)
+        seed.allocate(client, consumers[left], {gone[1]: {'VCPU': 3}}, PROJECT, USER)
+        now[0] += placement_db.DELETIONS_EVERY
+        snapshot = reader.read(snapshot)
+        assert reader.usage_checks == 2
+        assert sorted(found[-1]) == sorted(snapshot.ids[snapshot.index[rp]]
+                                           for rp in (left, gone[1]))
+        assert state_of(snapshot) == state_of(reader.read())
     finally:
         reader.close()
         seed.delete_all(client)

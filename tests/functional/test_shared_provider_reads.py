@@ -68,9 +68,9 @@ def test_workers_taking_the_reader_s_reads_hold_what_a_whole_read_holds(
     done = []
     for round_ in range(30):
         for _ in range(rng.randint(1, 3)):
-            # Deletions below: on SQLite a claim after one can take the deleted row's
-            # id, which hides it from the count of allocations until the provider's
-            # slice is read again (as it does from a worker's own reads).
+            # Deletions below: on SQLite a claim after one can take the deleted
+            # consumer's id, which hides it from the consumers' marks until the
+            # provider's slice is read again (as it does from a worker's own reads).
             done.append(random_changes(placement_client, rng, providers + children, consumers,
                                        kinds=('claim', 'inventory', 'traits', 'aggregates')))
         for i, (taken, _) in enumerate(workers):
