@@ -51,13 +51,28 @@ PROVIDERS_MARK = ('SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(SUM(generatio
 #: against 28,000 consumers and 2 ms). Placement removes a consumer's allocation
 #: rows in two ways only: replacing them (``PUT``/``POST /allocations``, reshapes),
 #: which moves the consumer's generation, or ``DELETE /allocations/{consumer}``,
-#: which deletes the consumer once it holds none. So the rows and the sum of the
-#: generations of the consumers that existed at the last count (ids up to its
-#: highest) stay the same until something is deleted or replaced.
-CONSUMERS_MARK = ('SELECT COUNT(*), COALESCE(SUM(generation), 0), COALESCE(MAX(id), 0), '
-                  'COALESCE(SUM(CASE WHEN id <= :last THEN 1 ELSE 0 END), 0), '
-                  'COALESCE(SUM(CASE WHEN id <= :last THEN generation ELSE 0 END), 0) '
-                  'FROM consumers')
+#: which deletes the consumer once it holds none. A claim first creates its
+#: consumer, at generation 0, in a transaction of its own, and moves it to 1 with
+#: the allocations: those consumers are pending (PENDING_CONSUMERS) until then. So
+#: the settled consumers of the last count (generation 1 or more; ids up to its
+#: highest, not pending then) keep their rows and the sum of their generations, and
+#: the pending ones are all still there and at most at generation 1, until
+#: something is deleted or replaced. ``:pending`` always holds 0 (no consumer's id),
+#: so that the list is never empty.
+CONSUMERS_MARK = (
+    'SELECT COALESCE(MAX(id), 0), COALESCE(SUM(CASE WHEN generation > 0 THEN 1 ELSE 0 END), 0), '
+    'COALESCE(SUM(generation), 0), '
+    'COALESCE(SUM(CASE WHEN id <= :last AND generation > 0 AND id NOT IN :pending '
+    'THEN 1 ELSE 0 END), 0), '
+    'COALESCE(SUM(CASE WHEN id <= :last AND id NOT IN :pending THEN generation ELSE 0 END), 0), '
+    'COALESCE(SUM(CASE WHEN id IN :pending THEN 1 ELSE 0 END), 0), '
+    'COALESCE(SUM(CASE WHEN id IN :pending AND generation > 1 THEN 1 ELSE 0 END), 0) '
+    'FROM consumers')
+PENDING_CONSUMERS = 'SELECT id FROM consumers WHERE generation = 0'
+#: Past this many pending consumers (claims that failed where Placement could not
+#: delete the consumer it created stay at generation 0), the next count takes
+#: anything as a change: a look at the checksums.
+PENDING_MAX = 1000
 #: The highest allocation row (the primary key's last entry).
 HIGHEST_ALLOCATION = 'SELECT COALESCE(MAX(id), 0) FROM allocations'
 PROVIDER_UUIDS = 'SELECT id, uuid FROM resource_providers'
@@ -118,15 +133,25 @@ DELETIONS_EVERY = 2.0
 
 
 @dataclass(frozen=True)
+class ConsumerMarks:
+    """What a count of Placement's consumers noted (:data:`CONSUMERS_MARK`)."""
+
+    settled: int            # consumers at generation 1 or more
+    generations: int        # the sum of all generations
+    highest: int            # the highest id
+    #: the ids of the consumers at generation 0 (None: more than PENDING_MAX)
+    pending: tuple[int, ...] | None = ()
+
+
+@dataclass(frozen=True)
 class Marks:
     """What a read noted of Placement's tables, to tell at the next one what changed."""
 
     providers: tuple[int, int, int]     # rows, highest id, sum of the generations
     newest_write: datetime.datetime | None   # the latest ``updated_at`` of a provider
-    #: the consumers' rows, sum of the generations and highest id, as of the last read
-    #: that counted them (a read of changes counts them only every ``deletions_every``
-    #: seconds)
-    consumers: tuple[int, int, int]
+    #: the consumers, as of the last read that counted them (a read of changes counts
+    #: them only every ``deletions_every`` seconds)
+    consumers: ConsumerMarks
     #: the highest id of an allocation row whose provider the snapshot has read since
     #: it was written (the rows after it: a read of new allocations)
     allocations_read: int = 0
@@ -260,23 +285,29 @@ class PlacementDatabaseReader(DirectDatabase):
     def _marks(connection: DirectConnection) -> Marks:
         """The providers' marks; the consumers' are the caller's to count."""
         count, last, generations, newest = connection.one(PROVIDERS_MARK)
-        return Marks((int(count), int(last), int(generations)), _timestamp(newest), (0, 0, 0))
+        return Marks((int(count), int(last), int(generations)), _timestamp(newest),
+                     ConsumerMarks(0, 0, 0))
 
-    def _count_consumers(self, connection: DirectConnection,
-                         before: tuple[int, int, int] | None
-                         ) -> tuple[tuple[int, int, int], bool]:
-        """The consumers' marks (rows, sum of the generations, highest id), and whether
-        the consumers counted ``before`` (its rows up to its highest id) lost some
+    def _count_consumers(self, connection: DirectConnection, before: ConsumerMarks | None
+                         ) -> tuple[ConsumerMarks, bool]:
+        """The consumers' marks, and whether the consumers counted ``before`` lost some
         allocations since: one deleted, or its allocations replaced."""
         self._counted_at = self._clock()
-        last = before[2] if before is not None else 0
-        count, generations, highest, old_count, old_generations = (
-            int(value) for value in connection.one(CONSUMERS_MARK, {'last': last}))
+        pending = before.pending if before is not None else ()
+        highest, settled, generations, old_settled, old_generations, found, replaced = (
+            int(value) for value in connection.one(CONSUMERS_MARK, {
+                'last': before.highest if before is not None else 0,
+                'pending': [0, *(pending or ())]}))
         # A consumer written by a transaction older than the last count but committed
-        # after it may have an id below its highest: counted as a change too (a
-        # look at the checksums that finds nothing).
-        changed = before is not None and (old_count, old_generations) != before[:2]
-        return (count, generations, highest), changed
+        # after it may have an id below its highest: counted as a change too (a look
+        # at the checksums that finds nothing).
+        changed = before is not None and (
+            pending is None or (old_settled, old_generations) != (before.settled,
+                                                                  before.generations)
+            or found != len(pending) or replaced > 0)
+        now = [int(row[0]) for row in connection.rows(PENDING_CONSUMERS)]
+        return ConsumerMarks(settled, generations, highest,
+                             tuple(now) if len(now) <= PENDING_MAX else None), changed
 
     def _read_changes(self, connection: DirectConnection, previous: ProviderSnapshot,
                       marks: Marks) -> ProviderSnapshot | None:

@@ -21,6 +21,7 @@ import pytest
 
 from placement_client import exceptions as pexc
 from placement_client.client import PlacementClient
+from placement_client.models import AllocationRequest
 from placement_client.query import AllocationCandidatesQuery, RequestGroupQuery
 from scheduler import exceptions as exc
 from scheduler import metrics
@@ -28,6 +29,7 @@ from scheduler.catalog import HostCatalog, placement_db
 from scheduler.catalog.placement_db import PlacementDatabaseReader
 from scheduler.host_table import HostTable
 from scheduler.provider_view import answer, trees
+from scheduler.provider_view.snapshot import ProviderSnapshot
 from scheduler.provider_view.view import NONE_FIT, ProviderView
 from scheduler.simulate import seed
 from tests.builders import PROJECT, SERVICE_CELL, USER, boot_spec, new_uuids, select
@@ -571,6 +573,99 @@ def test_on_postgresql_the_view_reads_one_moment_and_answers_as_placement_does(
         seed.delete_all(client)
 
 
+def _placement_and_database(request, backend: str) -> tuple[PlacementClient, str]:
+    """A client of the embedded Placement on ``backend`` (sqlite or postgresql), and
+    the URL of its database."""
+    if backend == 'sqlite':
+        placement = request.getfixturevalue('placement')
+        url = f'sqlite:///{placement.db_path}'
+    else:
+        placement = request.getfixturevalue('postgres_placement')
+        url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{placement.database}'
+    return PlacementClient.from_conf(make_placement_conf(placement.url)), url
+
+
+def _pending_consumer(url: str) -> str:
+    """A consumer as Placement creates one for a claim, before the claim's own
+    transaction writes its allocations and moves it to generation 1 (the project and
+    user of one already there); its uuid."""
+    import sqlalchemy
+
+    consumer = str(uuid.uuid4())
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sqlalchemy.text(
+                'INSERT INTO consumers (created_at, uuid, project_id, user_id, generation, '
+                'consumer_type_id) SELECT created_at, :uuid, project_id, user_id, 0, '
+                'consumer_type_id FROM consumers WHERE generation > 0 LIMIT 1'),
+                {'uuid': consumer})
+    finally:
+        engine.dispose()
+    return consumer
+
+
+@pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
+def test_a_claim_counted_between_its_consumer_and_its_allocations_is_no_loss(
+        request, backend):
+    # Placement creates a claim's consumer (generation 0) in a transaction of its
+    # own, then writes the allocations and moves it to 1. Under load a few claims
+    # are between the two at every count of the consumers: taken for a loss, each
+    # look at everything would sum every allocation again (the checksums). Such a
+    # claim deleted, or moved, before the next count is a loss: a read between took
+    # its provider with the claim, and neither moves that provider's generation.
+    client, url = _placement_and_database(request, backend)
+    now = [0.0]
+    reader = PlacementDatabaseReader(url, clock=lambda: now[0])
+    whole = PlacementDatabaseReader(url)
+    rng = random.Random(20261203)
+
+    def claim(consumer: str, rp: str, generation: int | None = 0) -> None:
+        client.put_allocations(consumer, AllocationRequest(
+            allocations={rp: _smallest_fit(client, rp)}), project_id=PROJECT, user_id=USER,
+            consumer_generation=generation)
+
+    def read(step: float) -> ProviderSnapshot:
+        now[0] += step
+        return reader.read(snapshot)
+
+    try:
+        providers, _ = random_cloud(client, rng, 12, nested=False)
+        claim(str(uuid.uuid4()), providers[0], None)
+        snapshot = reader.read()
+        checks = []
+        for loss in ('deleted', 'moved'):
+            pending = [_pending_consumer(url) for _ in range(2)]
+            snapshot = read(placement_db.DELETIONS_EVERY)    # counts them as pending
+            for consumer, rp in zip(pending, providers[1:3], strict=True):
+                claim(consumer, rp)
+            snapshot = read(placement_db.DELETIONS_EVERY / 4)     # takes the claims
+            if loss == 'deleted':
+                client.delete_allocations(pending[0])
+            else:
+                claim(pending[0], providers[3], 1)
+            snapshot = read(0.0)
+            assert state_of(snapshot) != state_of(whole.read())   # not seen yet
+            snapshot = read(placement_db.DELETIONS_EVERY)
+            checks.append(reader.usage_checks)
+            assert state_of(snapshot) == state_of(whole.read()), loss
+        assert checks == [1, 2]
+        assert reader.whole_reads == 1 and reader.allocation_reads == 4
+
+        # Claims alone, their consumers pending at the count before: no checksum.
+        pending = [_pending_consumer(url) for _ in range(2)]
+        snapshot = read(placement_db.DELETIONS_EVERY)
+        for consumer, rp in zip(pending, providers[4:6], strict=True):
+            claim(consumer, rp)
+        snapshot = read(placement_db.DELETIONS_EVERY)
+        assert reader.usage_checks == 2
+        assert state_of(snapshot) == state_of(whole.read())
+    finally:
+        reader.close()
+        whole.close()
+        seed.delete_all(client)
+
+
 @pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
 def test_a_deletion_or_a_move_is_found_by_checksums_of_usage_and_reads_only_its_providers(
         request, backend, monkeypatch):
@@ -581,13 +676,7 @@ def test_a_deletion_or_a_move_is_found_by_checksums_of_usage_and_reads_only_its_
     # provider's usage again: the checksums name exactly them (32-bit amounts
     # multiplied in 64 bits on PostgreSQL); the slice that reads every provider
     # again in turn is kept away from them, so nothing else could have.
-    if backend == 'sqlite':
-        placement = request.getfixturevalue('placement')
-        url = f'sqlite:///{placement.db_path}'
-    else:
-        placement = request.getfixturevalue('postgres_placement')
-        url = POSTGRES_URL.rsplit('/', 1)[0] + f'/{placement.database}'
-    client = PlacementClient.from_conf(make_placement_conf(placement.url))
+    client, url = _placement_and_database(request, backend)
     monkeypatch.setattr(placement_db.PlacementDatabaseReader, '_refresh_slice',
                         lambda self, previous: [])
     monkeypatch.setattr(placement_db, 'PROVIDERS_PER_BUCKET', 4)
