@@ -57,10 +57,11 @@ from scheduler.pipeline.claim import Claiming, UnusableHosts, spec_checkpoint
 from scheduler.pipeline.decide import Decision, Ranking, RefreshHosts, decide
 from scheduler.pipeline.failures import failure_reason, plugin_failure
 from scheduler.pipeline.group_check import GroupClaimCheck
-from scheduler.pipeline.hosts import HostBuilder
+from scheduler.pipeline.hosts import HeldServices, HostBuilder
 from scheduler.pipeline.placement_query import PlacementQuery
 from scheduler.pipeline.recovery import write_ahead
 from scheduler.pipeline.spread import Spread
+from scheduler.provider_view.reach import OutOfReach
 from scheduler.provider_view.view import Match, ProviderView
 from scheduler.request.filters import AggregateSource, RequestFilter
 from scheduler.weights.base import BaseHostWeigher
@@ -79,12 +80,13 @@ class SchedulerManager:
                  rng: random.Random | None = None,
                  resolver: HostResolver | None = None,
                  request_filter_sources: AggregateSource | None = None,
-                 refresh_service_states: Callable[[], None] | None = None,
+                 refresh_service_states: Callable[[], object] | None = None,
                  unusable_hosts: UnusableHosts | None = None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None] | None = None,
                  provider_view: ProviderView | None = None,
                  spread: Spread | None = None,
-                 destinations: DestinationLookup | None = None):
+                 destinations: DestinationLookup | None = None,
+                 held_services: HeldServices | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -136,7 +138,8 @@ class SchedulerManager:
             # nodes per request.
             refresh_service_states=refresh_service_states,
             refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None),
-            look_up_destination=self.query.look_up_destination)
+            look_up_destination=self.query.look_up_destination,
+            held_services=held_services if provider_view is not None else None)
         # Which near-best hosts this worker tries first, and its claims in flight.
         self.ranking = Ranking(conf, filters, weighers, self.rng, spread)
         self.claiming = Claiming(
@@ -266,7 +269,7 @@ class SchedulerManager:
                                     rebuild=True)
         request_filters_stage.run(self.request_filters, spec, self.request_filter_sources,
                                   self.conf, trace)
-        services = self.hosts.services_ahead()
+        services = self.hosts.services_ahead(self._out_of_reach(spec))
         candidates = self.query.candidates(context, spec, trace, claim=claim)
         hosts = self.hosts.for_answer(context, spec, candidates, trace, services=services)
         if isinstance(candidates, Match):
@@ -298,6 +301,16 @@ class SchedulerManager:
             raise
         metrics.RETRIES_WITHOUT_LIMIT.inc(outcome='placed')
         return decision
+
+    def _out_of_reach(self, spec: RequestSpec) -> OutOfReach | None:
+        """The held hosts (disabled or down) no answer of ``spec`` can be on, by the
+        provider view: their services need no read before it (its request filters
+        have run: Nova's forbids COMPUTE_STATUS_DISABLED on every root)."""
+        held_services = self.hosts.held_services
+        if self.provider_view is None or held_services is None or not spec.root_forbidden:
+            return None
+        held = held_services.held_hosts()
+        return self.provider_view.out_of_reach(held, spec.root_forbidden) if held else None
 
     def _place_each(self, context: RequestContext, spec: RequestSpec, uuids: list[str | None],
                     hosts: HostView, *, trace: RequestTrace, claim: bool,

@@ -157,6 +157,7 @@ class SchedulerService:
                                         unusable_hosts=(
                                             self.nova_sync.unusable_hosts
                                             if self.nova_sync is not None else None),
+                                        held_services=self.nova_sync,
                                         refresh_compute_nodes=(
                                             self.cell_db_sync.fresh_nodes
                                             if self.cell_db_sync is not None else None),

@@ -472,13 +472,19 @@ class NovaSync(PeriodicSync):
         # as unusual in the catalog's mapping of that identity.
         self._scan_every = scan_every
         self._unusual: tuple[Mapping[str, ServiceState], list[str]] | None = None
-        # When the last read of those hosts, under the services lock, began.
+        # When the last read of those hosts, under the services lock, began, and which
+        # of them it left unread (a request's ``skip``).
         self._usual_read_at: float | None = None
+        self._usual_left: frozenset[str] = frozenset()
         self._by_host_reads = threading.Lock()
 
-    def fresh_service_states(self) -> None:
+    def fresh_service_states(self, skip: Collection[str] = ()) -> frozenset[str]:
         """Make the compute services' state at most ``service_state_max_age`` seconds
-        old before a request is decided, as Nova reads its services table per request.
+        old before a request is decided, as Nova reads its services table per request;
+        the hosts of ``skip`` left as held, when only the held ones are read (the hosts
+        no candidate of the request can be on: scheduler/provider_view/reach.py), and
+        returned (those of them held: the caller reads them with :meth:`read_again`
+        if the request's answer can be on them after all).
 
         One read at a time, applied before the next one starts (an older read can
         never land after a newer one): requests that queued behind a read begun
@@ -492,23 +498,52 @@ class NovaSync(PeriodicSync):
         :meth:`unusable_hosts` checks the hosts a request is about to answer with.
         """
         if self._max_age is None:
-            return
+            return frozenset()
         now = self._clock()
         wanted_after = now - self._max_age
         with self._services_lock:
             read_at = self._services_read_at
             if read_at is not None and read_at >= wanted_after:
-                return
+                return frozenset()
             source = self._by_host()
             if source is not None:
                 if read_at is None or read_at < now - self._scan_every:
                     self._read_every_row(now - self._scan_every)
                     read_at = self._services_read_at
                     if read_at is not None and read_at >= wanted_after:
-                        return
-                if read_at is not None and self._read_unusual_again(source, wanted_after):
-                    return
+                        return frozenset()
+                if read_at is not None:
+                    left = self._read_unusual_again(source, wanted_after, skip)
+                    if left is not None:
+                        return left
             self._read_every_row(wanted_after)
+            return frozenset()
+
+    def held_hosts(self) -> Sequence[str]:
+        """The hosts whose services the catalog holds as disabled, forced down or
+        silent, when the read before a request reads only theirs (else none: every
+        row is read); the same object until the catalog's services change."""
+        source = self._by_host()
+        if source is None:
+            return ()
+        return self._held_unusual()[1]
+
+    def read_again(self, hosts: Collection[str]) -> None:
+        """The services of ``hosts`` (held, and left unread before a request that can
+        be answered with them after all), read now and applied; every row when that
+        read fails."""
+        source = self._by_host()
+        if not hosts or source is None:
+            return
+        with self._services_lock:
+            try:
+                with self._by_host_reads:
+                    fresh = source.usual_again(hosts)
+            except NovaApiError as e:
+                LOG.warning('compute services read by host failed (%s); reading every row', e)
+                self._read_every_row(self._clock())
+                return
+            self._catalog.update_service_states(fresh)
 
     def _read_every_row(self, wanted_after: float) -> None:
         """Under the services lock: a read of every service begun after
@@ -540,32 +575,44 @@ class NovaSync(PeriodicSync):
             return cast(ServicesByHost, self._services)
         return None
 
-    def _read_unusual_again(self, source: ServicesByHost, wanted_after: float) -> bool:
-        """Under the services lock: the rows of the services the catalog holds as
-        disabled, forced down or silent, read again (``usual_again``) and applied,
-        unless such a read began after ``wanted_after`` (a request that queued behind
-        another's takes it); False (nothing read) when they are too many to look up one
-        by one, or the read failed: then every row is read."""
+    def _held_unusual(self) -> tuple[Mapping[str, ServiceState], list[str]]:
+        """The catalog's services, and the hosts of those disabled, forced down or
+        silent (worked out again only when the catalog's services change)."""
         held = self._catalog.service_states()
-        if self._unusual is None or self._unusual[0] is not held:
-            self._unusual = held, [host for host, state in held.other.items()
-                                   if _unusual(state)]
-        hosts = self._unusual[1]
-        if len(hosts) > max(MAX_HOSTS_READ_AGAIN, len(held) * READ_AGAIN_SHARE):
-            return False
-        if not hosts or (self._usual_read_at is not None
-                         and self._usual_read_at >= wanted_after):
-            return True
+        unusual = self._unusual
+        if unusual is None or unusual[0] is not held:
+            unusual = self._unusual = held, [host for host, state in held.other.items()
+                                             if _unusual(state)]
+        return unusual
+
+    def _read_unusual_again(self, source: ServicesByHost, wanted_after: float,
+                            skip: Collection[str]) -> frozenset[str] | None:
+        """Under the services lock: the rows of the services the catalog holds as
+        disabled, forced down or silent, but those of ``skip``, read again
+        (``usual_again``) and applied, unless such a read began after ``wanted_after``
+        and left none of the others unread (a request that queued behind another's
+        takes it); the held hosts left unread, or None (nothing read) when they are too
+        many to look up one by one, or the read failed: then every row is read."""
+        held, hosts = self._held_unusual()
+        wanted = [host for host in hosts if host not in skip] if skip else hosts
+        if len(wanted) > max(MAX_HOSTS_READ_AGAIN, len(held) * READ_AGAIN_SHARE):
+            return None
+        left = frozenset(hosts).difference(wanted) if len(wanted) < len(hosts) else frozenset()
+        if not wanted or (self._usual_read_at is not None
+                          and self._usual_read_at >= wanted_after
+                          and self._usual_left <= left):
+            return left
         started = self._clock()
         try:
             with self._by_host_reads:
-                fresh = source.usual_again(hosts)
+                fresh = source.usual_again(wanted)
         except NovaApiError as e:
             LOG.warning('compute services read by host failed (%s); reading every row', e)
-            return False
+            return None
         self._catalog.update_service_states(fresh)
         self._usual_read_at = started
-        return True
+        self._usual_left = left
+        return left
 
     def unusable_hosts(self, hosts: Sequence[str]) -> set[str]:
         """Of ``hosts`` (about to be claimed, or offered as alternates), those whose

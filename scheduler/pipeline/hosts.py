@@ -12,8 +12,9 @@ apply before any filter runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from oslo_config import cfg
 
@@ -36,6 +37,7 @@ from scheduler.pipeline.failures import (
     short,
 )
 from scheduler.pipeline.ordering import prefilter_hosts
+from scheduler.provider_view.reach import OutOfReach
 from scheduler.provider_view.view import Match
 from scheduler.request.node_details import uses_compute_node_details
 
@@ -49,8 +51,20 @@ _MAX_REBUILD_NAMES = 10
 
 FindRoots = Callable[[RequestContext, str | None, str | None], dict[str, str]]
 LookUpDestination = Callable[[str | None, str | None], bool]
-#: Waits for a read of the services' state begun earlier (HostBuilder.services_ahead).
-ServicesRead = Callable[[], None]
+#: Waits for a read of the services' state begun earlier (HostBuilder.services_ahead):
+#: the held hosts it left unread, if any.
+ServicesRead = Callable[[], OutOfReach | None]
+
+
+class HeldServices(Protocol):
+    """The compute services' state read before a request when only the services held as
+    disabled or down are read (scheduler/catalog/nova_sync.py: NovaSync)."""
+
+    def held_hosts(self) -> Sequence[str]: ...
+
+    def fresh_service_states(self, skip: Collection[str] = ()) -> frozenset[str]: ...
+
+    def read_again(self, hosts: Collection[str]) -> None: ...
 #: Reads of the services' state running ahead at once, per process.
 _READS_AHEAD = 8
 
@@ -58,9 +72,10 @@ _READS_AHEAD = 8
 class HostBuilder:
     def __init__(self, conf: cfg.ConfigOpts, placement: PlacementAPI, catalog: HostData, *,
                  resolver: HostResolver, find_roots: FindRoots,
-                 refresh_service_states: Callable[[], None] | None,
+                 refresh_service_states: Callable[[], object] | None,
                  refresh_compute_nodes: Callable[[Iterable[str]], None],
-                 look_up_destination: LookUpDestination | None = None):
+                 look_up_destination: LookUpDestination | None = None,
+                 held_services: HeldServices | None = None):
         self.conf = conf
         self.placement = placement
         self.catalog = catalog
@@ -70,27 +85,50 @@ class HostBuilder:
         self.look_up_destination = look_up_destination or (lambda host, node: False)
         self.refresh_service_states = refresh_service_states or (lambda: None)
         self.refresh_compute_nodes = refresh_compute_nodes
+        # Where a request's read may leave out the held hosts it cannot be answered
+        # with (scheduler/provider_view/reach.py).
+        self.held_services = held_services
         # The services' state is read while the candidates are being found (it needs
         # only to begin after the request arrived and end before its hosts are built).
         self._ahead = (ThreadPoolExecutor(_READS_AHEAD, thread_name_prefix='services-read')
                        if refresh_service_states is not None else None)
 
-    def services_ahead(self) -> ServicesRead:
+    def services_ahead(self, out_of_reach: OutOfReach | None = None) -> ServicesRead:
         """Begin the read of the services' state this request needs now, in the
-        background; the callable returned waits for it (and raises what it raised)."""
+        background, leaving out the held hosts of ``out_of_reach``; the callable
+        returned waits for it (and raises what it raised) and says which of those it
+        left unread."""
         if self._ahead is None:
             return lambda: None
-        read = self._ahead.submit(self.refresh_service_states)
-        return lambda: read.result()
+        held = self.held_services
+        if out_of_reach is None or held is None:
+            read = self._ahead.submit(self.refresh_service_states)
 
-    def _wait_for_services(self, services: ServicesRead | None) -> None:
+            def done() -> None:
+                read.result()
+            return done
+        skipping = out_of_reach
+        left = self._ahead.submit(held.fresh_service_states, skipping.hosts)
+        return lambda: skipping.only(left.result())
+
+    def _wait_for_services(self, services: ServicesRead | None) -> OutOfReach | None:
         """The read of the services' state this request needs, done: the one begun
-        ahead, else one made now. The request's turn is given up meanwhile, when
-        there is a read to wait for at all."""
+        ahead, else one made now; the held hosts it left unread. The request's turn
+        is given up meanwhile, when there is a read to wait for at all."""
         if self._ahead is None:
-            return
+            return None
         with waiting():
-            (services or self.refresh_service_states)()
+            if services is None:
+                self.refresh_service_states()
+                return None
+            return services()
+
+    def _read_again(self, hosts: set[str]) -> None:
+        """Held hosts left unread before the request, that its answer can be on after
+        all (a root of theirs lost its forbidden trait since), read now."""
+        if hosts and self.held_services is not None:
+            with waiting():
+                self.held_services.read_again(hosts)
 
     def for_answer(self, context: RequestContext, spec: RequestSpec,
                    answer: Candidates | Match, trace: RequestTrace, *,
@@ -107,7 +145,9 @@ class HostBuilder:
         """The hosts of the provider view's match, restricted as the spec asks: rows
         of the table the view keeps over its snapshot, read from the catalog as
         fresh as for Placement's answers."""
-        self._wait_for_services(services)
+        unread = self._wait_for_services(services)
+        if unread is not None:
+            self._read_again(unread.reachable_in_rows(match.snapshot, match.rows))
         az = self.conf.default_availability_zone
         with metrics.stage('host_states'):
             hosts, table = match.hosts_of_table(self.catalog, az)
@@ -139,8 +179,10 @@ class HostBuilder:
                        trace: RequestTrace, *, services: ServicesRead | None = None
                        ) -> HostView:
         """The hosts of Placement's answer, restricted as the spec asks."""
-        self._wait_for_services(services)
+        unread = self._wait_for_services(services)
         roots = candidates.root_provider_uuids()
+        if unread is not None:
+            self._read_again(unread.reachable_in_roots(roots))
         self._learn_provider_names(context, roots)
         unresolved = self.resolver.resolve(roots)
         if unresolved:

@@ -111,6 +111,11 @@ class ViewTables:
         self.built = 0
         self.updated = 0
 
+    def latest(self) -> SnapshotHosts | None:
+        """The table the last request (or the warm-up) took, without building one."""
+        with self._lock:
+            return self._latest
+
     def hosts(self, snapshot: ProviderSnapshot, catalog: HostData, *,
               default_availability_zone: str) -> SnapshotHosts:
         version = catalog.versions()

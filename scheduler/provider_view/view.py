@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +38,7 @@ from scheduler.host_table import HostView
 from scheduler.provider_view import trees
 from scheduler.provider_view.answer import Overlay, is_flat, matching, why_not_exact
 from scheduler.provider_view.hosts import Requests, SnapshotHosts, ViewTables
+from scheduler.provider_view.reach import OutOfReach, out_of_reach
 from scheduler.provider_view.search import Unsettled
 from scheduler.provider_view.siblings import WorkerBoard
 from scheduler.provider_view.snapshot import ProviderSnapshot
@@ -143,6 +144,9 @@ class ProviderView:
         self._tables = ViewTables()
         # The service's other workers' claims (siblings.py): None, one worker.
         self._siblings = siblings
+        # The last answer of out_of_reach, and what it was asked of.
+        self._reach: tuple[SnapshotHosts, Collection[str], frozenset[str],
+                           OutOfReach | None] | None = None
 
     def warm(self, catalog: HostData, default_availability_zone: str = 'nova') -> None:
         """The first, whole read and the table of its hosts, before the worker takes
@@ -194,6 +198,24 @@ class ProviderView:
                     resources[rc] = resources.get(rc, 0) + amount
         return (Match(snapshot, rows, resources, overlay, self._tables, query, busy, requests),
                 None)
+
+    def out_of_reach(self, held: Collection[str], forbidden: Collection[str]
+                     ) -> OutOfReach | None:
+        """Of ``held`` (service hosts held as disabled or down), those no answer of a
+        request forbidding ``forbidden`` on roots can be on, in the table of the latest
+        snapshot a request took (:mod:`.reach`); None: none, or no table yet. The same
+        ``held`` object and table give the same answer without working it out again
+        (the catalog's held hosts change rarely, the table each read)."""
+        hosts = self._tables.latest()
+        if hosts is None:
+            return None
+        wanted = frozenset(forbidden)
+        last = self._reach
+        if last is not None and last[0] is hosts and last[1] is held and last[2] == wanted:
+            return last[3]
+        found = out_of_reach(hosts, held, wanted)
+        self._reach = hosts, held, wanted, found
+        return found
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:

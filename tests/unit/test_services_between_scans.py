@@ -196,6 +196,74 @@ def test_requests_queued_behind_a_read_by_host_begun_after_they_came_take_it(tmp
     assert cell.request() == [('usual again', ['cn2', 'cn3'])]    # a second later
 
 
+def test_a_request_leaves_unread_the_held_hosts_no_answer_of_it_can_be_on(tmp_path):
+    # cn2 is disabled: its root carries the trait the request forbids
+    # (scheduler/provider_view/reach.py; the manager's side in
+    # tests/unit/test_held_services_out_of_reach.py).
+    cell = Cell(tmp_path, three_hosts())
+    cell.request()
+    assert sorted(cell.sync.held_hosts()) == ['cn2', 'cn3']
+    cell.seconds += 1.0
+    del cell.source.calls[:]
+
+    left = cell.sync.fresh_service_states(skip={'cn2', 'cn1'})
+
+    assert left == {'cn2'}          # cn1 is not held: nothing of it to leave unread
+    assert cell.source.calls == [('usual again', ['cn3'])]
+
+
+def test_a_read_that_left_a_host_unread_serves_no_request_that_needs_it(tmp_path):
+    cell = Cell(tmp_path, three_hosts())
+    cell.request()
+    cell.seconds += 1.0
+    del cell.source.calls[:]
+
+    # Three requests arrived together: the first may leave cn2 out, the second may not.
+    cell.sync.fresh_service_states(skip={'cn2'})
+    cell.sync.fresh_service_states()
+    assert cell.sync.fresh_service_states(skip={'cn2'}) == {'cn2'}
+
+    assert cell.source.calls == [('usual again', ['cn3']), ('usual again', ['cn2', 'cn3'])]
+
+
+def cn2_left_unread_then_enabled(tmp_path) -> Cell:
+    """A cell whose read before a request left the disabled cn2 unread, enabled since."""
+    cell = Cell(tmp_path, three_hosts())
+    cell.request()
+    cell.seconds += 1.0
+    cell.sync.fresh_service_states(skip={'cn2'})
+    cell.sql('UPDATE services SET disabled = 0 WHERE host = \'cn2\'')
+    del cell.source.calls[:]
+    return cell
+
+
+def test_a_host_left_unread_is_read_when_the_answer_can_be_on_it_after_all(tmp_path):
+    cell = cn2_left_unread_then_enabled(tmp_path)
+
+    cell.sync.read_again({'cn2'})
+
+    assert cell.source.calls == [('usual again', ['cn2'])]
+    assert cell.state('cn2') == (True, False)
+
+
+def test_a_failed_read_of_a_host_left_unread_reads_every_row_instead(tmp_path):
+    cell = cn2_left_unread_then_enabled(tmp_path)
+    cell.source.fail_by_host = True
+
+    cell.sync.read_again({'cn2'})
+
+    assert cell.source.calls == [('usual again', ['cn2']), 'every row']
+    assert cell.state('cn2') == (True, False)
+
+
+def test_with_every_row_read_before_a_request_nothing_is_left_unread(tmp_path):
+    cell = Cell(tmp_path, three_hosts(), scan_every=0.0)
+
+    assert cell.sync.held_hosts() == ()
+    assert cell.sync.fresh_service_states(skip={'cn2'}) == frozenset()
+    assert cell.source.calls == ['every row']
+
+
 def test_a_failed_read_by_host_reads_every_row_instead(tmp_path):
     cell = Cell(tmp_path, three_hosts())
     cell.request()
