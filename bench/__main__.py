@@ -30,6 +30,9 @@
 10. With ``--rpc-listener``: an RPC server process's CPU per call on oslo.messaging,
     its AMQP listener's first wait after a message as oslo.messaging sets it and as
     the service does (bench/rpc_listener.py).
+11. With ``--held-reads N``: the read of the services held as disabled or down before a
+    request, every one of them and with the disabled computes left out, side by side on
+    a cell database of N computes (bench/held_reads.py).
 
 Prints one table and writes the rows to ``bench-results.json``.
 """
@@ -211,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                         help='what the [nova] and [cell_database] host-data sources cost the '
                              'provider view at these numbers of providers (bench/host_data.py; '
                              'needs PostgreSQL and RabbitMQ)')
+    parser.add_argument('--held-reads', type=int, default=None, metavar='N',
+                        help='the read of the held services before a request, every one and '
+                             'with the disabled computes left out, on a cell database of N '
+                             'computes (bench/held_reads.py; needs PostgreSQL)')
     parser.add_argument('--output', default='bench-results.json')
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(',') if s.strip()] if args.sizes
@@ -260,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.rpc_listener:
         from bench import rpc_listener
         rows.extend(rpc_listener.run())
+
+    if args.held_reads:
+        from bench import held_reads
+        rows.extend(held_reads.run(argparse.Namespace(
+            providers=args.held_reads, reads=held_reads.DEFAULT_READS,
+            rounds=held_reads.DEFAULT_ROUNDS)))
 
     read_rows: list[Row] = []
     if args.reads:
