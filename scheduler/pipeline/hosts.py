@@ -65,6 +65,8 @@ class HeldServices(Protocol):
     def fresh_service_states(self, skip: Collection[str] = ()) -> frozenset[str]: ...
 
     def read_again(self, hosts: Collection[str]) -> None: ...
+
+
 #: Reads of the services' state running ahead at once, per process.
 _READS_AHEAD = 8
 
