@@ -536,14 +536,8 @@ class NovaSync(PeriodicSync):
         if not hosts or source is None:
             return
         with self._services_lock:
-            try:
-                with self._by_host_reads:
-                    fresh = source.usual_again(hosts)
-            except NovaApiError as e:
-                LOG.warning('compute services read by host failed (%s); reading every row', e)
+            if not self._apply_usual_again(source, hosts):
                 self._read_every_row(self._clock())
-                return
-            self._catalog.update_service_states(fresh)
 
     def _read_every_row(self, wanted_after: float) -> None:
         """Under the services lock: a read of every service begun after
@@ -603,16 +597,24 @@ class NovaSync(PeriodicSync):
                           and self._usual_left <= left):
             return left
         started = self._clock()
-        try:
-            with self._by_host_reads:
-                fresh = source.usual_again(wanted)
-        except NovaApiError as e:
-            LOG.warning('compute services read by host failed (%s); reading every row', e)
+        if not self._apply_usual_again(source, wanted):
             return None
-        self._catalog.update_service_states(fresh)
         self._usual_read_at = started
         self._usual_left = left
         return left
+
+    def _apply_usual_again(self, source: ServicesByHost, hosts: Collection[str]) -> bool:
+        """Under the services lock: the held ``hosts``' rows read again
+        (``usual_again``) and applied; False when the read failed (logged: the caller
+        reads every row instead)."""
+        try:
+            with self._by_host_reads:
+                fresh = source.usual_again(hosts)
+        except NovaApiError as e:
+            LOG.warning('compute services read by host failed (%s); reading every row', e)
+            return False
+        self._catalog.update_service_states(fresh)
+        return True
 
     def unusable_hosts(self, hosts: Sequence[str]) -> set[str]:
         """Of ``hosts`` (about to be claimed, or offered as alternates), those whose
