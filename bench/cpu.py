@@ -65,16 +65,21 @@ def _processes() -> Iterator[tuple[str, pathlib.Path]]:
             yield kind, entry
 
 
+def process_seconds(pid: int | str) -> float:
+    """CPU seconds process ``pid`` has used so far (user + system); OSError when it is
+    gone."""
+    fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def sample() -> Counter[str]:
     """CPU seconds used so far by each kind of process alive now (user + system)."""
     used: Counter[str] = Counter()
     for kind, entry in _processes():
         try:
-            stat = (entry / 'stat').read_text()
+            used[kind] += process_seconds(entry.name)
         except OSError:
             continue
-        fields = stat.rsplit(')', 1)[1].split()
-        used[kind] += (int(fields[11]) + int(fields[12])) / _TICKS
     return used
 
 

@@ -24,20 +24,19 @@ rows). Linux only.
 from __future__ import annotations
 
 import argparse
-import os
-import pathlib
 import statistics
 import sys
 import time
 from typing import Any
 
+from bench import deploy
+from bench.cpu import process_seconds
 from bench.report import Row, render
 from bench.synthetic import CELL_UUID, SyntheticCloud, make_cloud
 
 DEFAULT_PROVIDERS = 50000
 DEFAULT_READS = 400
 DEFAULT_ROUNDS = 3
-_TICKS = os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100
 
 
 def left_out(cloud: SyntheticCloud) -> frozenset[str]:
@@ -47,11 +46,7 @@ def left_out(cloud: SyntheticCloud) -> frozenset[str]:
 
 
 def _backend_cpu(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / _TICKS
+    return sum(process_seconds(pid) for pid in pids)
 
 
 def _reader_backends(cell: Any) -> list[int]:
@@ -80,7 +75,7 @@ def run(opts: argparse.Namespace) -> list[Row]:
     cell = CellDatabase(cloud)
     try:
         reader = CellServicesReader([CellDatabaseReader(cell.url, keep_connection=True)],
-                                    down_time=_down_time())
+                                    down_time=deploy.SERVICE_DOWN_TIME)
         clock = [0.0]
         sync = NovaSync(HostCatalog(default_cell_uuid=CELL_UUID), _NoApi(),  # type: ignore[arg-type]
                         interval=3600, service_state_max_age=0.0, services=reader,
@@ -118,12 +113,6 @@ def run(opts: argparse.Namespace) -> list[Row]:
                         statistics.median(wall[way]) * 1000,
                         note='rounds ' + ', '.join(f'{w * 1000:.2f}' for w in wall[way])))
     return rows
-
-
-def _down_time() -> float:
-    from bench import deploy
-
-    return float(deploy.SERVICE_DOWN_TIME)
 
 
 class _NoApi:

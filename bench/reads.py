@@ -28,8 +28,6 @@ and at 50,000 providers for the same writes.
 from __future__ import annotations
 
 import argparse
-import os
-import pathlib
 import random
 import statistics
 import sys
@@ -43,6 +41,7 @@ import requests
 
 from bench import deploy
 from bench.cli import notes
+from bench.cpu import process_seconds
 from bench.report import Row, render, write_json
 from scheduler.catalog.placement_db import PlacementDatabaseReader, reader_from_conf
 from scheduler.provider_view.snapshot import ProviderSnapshot
@@ -55,7 +54,6 @@ DEFAULT_READS = 30
 #: deleted: a region whose instances come and go.
 DEFAULT_CLAIMS = 12
 DEFAULT_DELETES = 3
-_TICKS = os.sysconf('SC_CLK_TCK')
 SMALL = {'VCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 1}
 
 
@@ -96,8 +94,7 @@ class Backend:
             connection.raw.commit()
 
     def cpu(self) -> float:
-        fields = pathlib.Path(f'/proc/{self.pid}/stat').read_text().rpartition(')')[2].split()
-        return (int(fields[11]) + int(fields[12])) / _TICKS
+        return process_seconds(self.pid)
 
 
 def _ms(seconds: float) -> float:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import functools
 import multiprocessing
-import os
 import sys
 import time
 from typing import Any
 
+from bench.cpu import process_seconds
 from bench.report import Row, render
 
 DEFAULT_URL = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -66,10 +66,6 @@ def _conf() -> Any:
     return cfg.CONF
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f'/proc/{pid}/stat') as f:
-        fields = f.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def measure(ours: bool, *, rate: float, seconds: float, url: str) -> float:
@@ -90,11 +86,11 @@ def measure(ours: bool, *, rate: float, seconds: float, url: str) -> float:
             client.call({}, 'answer', argument=argument)
         time.sleep(6)           # the listener's wait back at its longest
         calls = int(rate * seconds)
-        cpu_before, started = _cpu_seconds(process.pid), time.monotonic()
+        cpu_before, started = process_seconds(process.pid), time.monotonic()
         for i in range(calls):
             client.call({}, 'answer', argument=argument)
             time.sleep(max(0.0, started + (i + 1) / rate - time.monotonic()))
-        return 1000 * (_cpu_seconds(process.pid) - cpu_before) / calls
+        return 1000 * (process_seconds(process.pid) - cpu_before) / calls
     finally:
         process.terminate()
         process.join(10)
