@@ -139,7 +139,7 @@ class SchedulerManager:
             refresh_service_states=refresh_service_states,
             refresh_compute_nodes=refresh_compute_nodes or (lambda uuids: None),
             look_up_destination=self.query.look_up_destination,
-            held_services=held_services if provider_view is not None else None)
+            held_services=held_services)
         # Which near-best hosts this worker tries first, and its claims in flight.
         self.ranking = Ranking(conf, filters, weighers, self.rng, spread)
         self.claiming = Claiming(
