@@ -14,7 +14,12 @@ requests' reads each way, one after the other:
 * ``the disabled left out``: the same read leaving out the disabled computes, whose
   roots carry COMPUTE_STATUS_DISABLED in bench.view's Placement, which every request
   forbids on roots (scheduler/provider_view/reach.py): what the read of a request
-  answered through the provider view costs now.
+  answered through the provider view costs now;
+* ``the disabled left out, in a transaction``: that read as it was sent until the
+  reads before a request became statements on their own (``DirectDatabase.each_on_its_own``):
+  in a repeatable-read transaction, the kept connection checked first, four round trips
+  (``BEGIN``, ``SELECT 1``, the statement, ``ROLLBACK``) where it is now one; through a
+  reader of its own.
 
 Per way: PostgreSQL's CPU a read (the backend serving the reader, from ``/proc``; its
 ticks are hundredths of a second, hence many reads), and the wall time a read takes
@@ -74,27 +79,34 @@ def run(opts: argparse.Namespace) -> list[Row]:
     skip = left_out(cloud)
     cell = CellDatabase(cloud)
     try:
-        reader = CellServicesReader([CellDatabaseReader(cell.url, keep_connection=True)],
-                                    down_time=deploy.SERVICE_DOWN_TIME)
         clock = [0.0]
-        sync = NovaSync(HostCatalog(default_cell_uuid=CELL_UUID), _NoApi(),  # type: ignore[arg-type]
-                        interval=3600, service_state_max_age=0.0, services=reader,
-                        scan_every=1e9, clock=lambda: clock[0])
-        sync.fresh_service_states()         # the scan: every row, once
+
+        def synced(reader: CellDatabaseReader) -> NovaSync:
+            services = CellServicesReader([reader], down_time=deploy.SERVICE_DOWN_TIME)
+            sync = NovaSync(HostCatalog(default_cell_uuid=CELL_UUID), _NoApi(),  # type: ignore[arg-type]
+                            interval=3600, service_state_max_age=0.0, services=services,
+                            scan_every=1e9, clock=lambda: clock[0])
+            sync.fresh_service_states()     # the scan: every row, once
+            return sync
+
+        sync = synced(CellDatabaseReader(cell.url, keep_connection=True))
+        in_transactions = synced(_InTransactions(cell.url, keep_connection=True))
         held = set(sync.held_hosts())
         pids = _reader_backends(cell)
-        ways = {'every held service': frozenset(), 'the disabled left out': skip}
+        ways = {'every held service': (sync, frozenset()),
+                'the disabled left out': (sync, skip),
+                'the disabled left out, in a transaction': (in_transactions, skip)}
         cpu: dict[str, list[float]] = {way: [] for way in ways}
         wall: dict[str, list[float]] = {way: [] for way in ways}
         for _ in range(opts.rounds):
-            for way, leaving in ways.items():
+            for way, (reading, leaving) in ways.items():
                 for _ in range(20):         # the first read of a new set is by host
                     clock[0] += 1.0
-                    sync.fresh_service_states(leaving)
+                    reading.fresh_service_states(leaving)
                 before, started = _backend_cpu(pids), time.perf_counter()
                 for _ in range(opts.reads):
                     clock[0] += 1.0
-                    sync.fresh_service_states(leaving)
+                    reading.fresh_service_states(leaving)
                 wall[way].append((time.perf_counter() - started) / opts.reads)
                 cpu[way].append((_backend_cpu(pids) - before) / opts.reads)
     finally:
@@ -102,7 +114,7 @@ def run(opts: argparse.Namespace) -> list[Row]:
     n = opts.providers
     base = statistics.median(cpu['every held service'])
     rows = []
-    for way, leaving in ways.items():
+    for way, (_, leaving) in ways.items():
         read = len(held - leaving)
         rows.append(Row(f'held services: {way}: PostgreSQL a read', n,
                         statistics.median(cpu[way]) * 1000, unit='ms CPU',
@@ -113,6 +125,20 @@ def run(opts: argparse.Namespace) -> list[Row]:
                         statistics.median(wall[way]) * 1000,
                         note='rounds ' + ', '.join(f'{w * 1000:.2f}' for w in wall[way])))
     return rows
+
+
+def _InTransactions(url: str, *, keep_connection: bool) -> Any:
+    """A cell's reader that sends the reads before a request as they were sent until
+    they became statements on their own: one repeatable-read transaction each."""
+    from scheduler.catalog.cell_db import CellDatabaseReader
+
+    class InTransactions(CellDatabaseReader):
+        def each_on_its_own(self, query: str, parameter_sets: Any) -> list[tuple]:
+            with self.connect() as connection:
+                return [row for parameters in parameter_sets
+                        for row in connection.rows(query, parameters)]
+
+    return InTransactions(url, keep_connection=keep_connection)
 
 
 class _NoApi:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.catalog.cell_db import CellDatabaseError, CellDatabaseReader
-from scheduler.catalog.dbapi import Array, DirectConnection
+from scheduler.catalog.dbapi import Array, DirectConnection, DirectDatabase
 from scheduler.catalog.hosts_file import interned
 from scheduler.catalog.nova_api import (
     COMPUTE_BINARY,
@@ -229,23 +229,23 @@ class CellServicesReader:
                     now: datetime.datetime | None) -> dict[str, list[tuple[Any, ...]]]:
         """Per cell, the rows of a statement with ``name`` bound to ``size`` of the
         cell's ``values`` at a time (a cell with none is not asked), and with the up
-        window of ``now`` unless it is None; NovaApiError when a cell cannot be read."""
+        window of ``now`` unless it is None; NovaApiError when a cell cannot be read.
+        Each statement on its own (each row stands alone): on PostgreSQL one round
+        trip, a read before every request on the database Nova writes its heartbeats to."""
         found: dict[str, list[tuple[Any, ...]]] = {}
         for reader in self._readers:
             wanted = values(reader.label)
-            rows: list[tuple[Any, ...]] = []
-            found[reader.label] = rows
+            found[reader.label] = []
             if not wanted:
                 continue
+            statement = statement_of(_statements(reader.backend))
+            fixed = (self._window(reader, now) if now is not None
+                     else {'binary': COMPUTE_BINARY})
+            # PostgreSQL: one parameter, the values as an array.
+            parts = [{**fixed, name: Array(part) if reader.backend == 'postgresql' else part}
+                     for part in _chunks(wanted, size)]
             try:
-                with reader.connect() as connection:
-                    statement = statement_of(_statements(connection.backend))
-                    fixed = (self._window(connection, now) if now is not None
-                             else {'binary': COMPUTE_BINARY})
-                    for part in _chunks(wanted, size):
-                        # PostgreSQL: one parameter, the values as an array.
-                        bound = Array(part) if connection.backend == 'postgresql' else part
-                        rows.extend(connection.rows(statement, {**fixed, name: bound}))
+                found[reader.label] = reader.each_on_its_own(statement, parts)
             except CellDatabaseError as e:
                 raise NovaApiError(f'cell database {reader.label}: services: {e}') from None
         return found
@@ -256,11 +256,12 @@ class CellServicesReader:
             service_keys(rows, now=now, down_time=self._down_time))
         return states
 
-    def _window(self, connection: DirectConnection, now: datetime.datetime) -> dict[str, Any]:
+    def _window(self, source: DirectConnection | DirectDatabase, now: datetime.datetime
+                ) -> dict[str, Any]:
         """The parameters of a heartbeat that counts as up at ``now``, and the binary."""
         spread = datetime.timedelta(seconds=self._down_time)
-        return {'low': connection.timestamp(now - spread),
-                'high': connection.timestamp(now + spread), 'binary': COMPUTE_BINARY}
+        return {'low': source.timestamp(now - spread),
+                'high': source.timestamp(now + spread), 'binary': COMPUTE_BINARY}
 
     def service_hosts(self, *, read: bool = False) -> set[str] | None:
         """Every cell's nova-compute service hosts at the last read of every row; None

@@ -153,3 +153,37 @@ def test_the_hosts_alone_read_by_a_reader_that_holds_no_read_are_every_live_comp
 
     reader.read_services()
     assert reader.service_hosts() == reader.service_hosts(read=True) == set(read(cell_db))
+
+
+def end_reader_sessions(cell_db) -> int:
+    """The server ends the reader's connections (a restart, an idle timeout, a
+    database proxy's failover); how many it ended."""
+    if cell_db.backend == 'postgresql':
+        return len(cell_db.query(
+            'SELECT pg_terminate_backend(pid) FROM pg_stat_activity '
+            f"WHERE usename = '{cell_db.reader_user}'"))
+    ids = [row[0] for row in cell_db.query(
+        f"SELECT id FROM information_schema.processlist WHERE user = '{cell_db.reader_user}'")]
+    for ident in ids:
+        cell_db.query_commit(f'KILL {int(ident)}')
+    return len(ids)
+
+
+def test_a_read_before_a_request_outlives_the_server_ending_the_kept_connection(cell_db):
+    """On PostgreSQL these reads are sent without a check of the kept connection first
+    (one round trip each): a connection found gone is opened again and the read sent once
+    more, so the request never sees it."""
+    cell_db.insert_service('cn-up', last_seen_up=ago(5), created_at=ago(3600))
+    cell_db.insert_service('cn-silent', last_seen_up=ago(300), created_at=ago(3600))
+    # Its connection kept, as the service keeps the one its reads before a request use.
+    reader = CellServicesReader(
+        [CellDatabaseReader(cell_db.reader_url, keep_connection=True)], down_time=60)
+    assert reader.usual_again(['cn-silent']) == {}          # by host: the ids kept
+    assert end_reader_sessions(cell_db) == 1
+
+    cell_db.query_commit(f"UPDATE services SET last_seen_up = '{ago(1):%Y-%m-%d %H:%M:%S}' "
+                         "WHERE host = 'cn-silent'")
+    assert {h: s.up for h, s in reader.usual_again(['cn-silent']).items()} == {
+        'cn-silent': True}                                  # by id, on a new connection
+    assert end_reader_sessions(cell_db) == 1
+    assert reader.unusual_now(['cn-up', 'cn-silent']) == {}

@@ -190,3 +190,148 @@ def test_a_driver_error_is_the_reader_s_error_without_the_password():
 
     assert 'OperationalError' in str(failure.value)
     assert 'hunter2' not in str(failure.value)
+
+
+class RecordingDriver:
+    """A PostgreSQL driver that keeps what each connection was sent, and can lose a
+    connection as a server restart does (psycopg2 then marks it closed)."""
+
+    class Error(Exception):
+        pass
+
+    def __init__(self):
+        self.connections: list[RecordingDriver.Connection] = []
+
+    def connect(self, **arguments):
+        connection = self.Connection(self)
+        self.connections.append(connection)
+        return connection
+
+    class Connection:
+        def __init__(self, driver):
+            self.driver, self.autocommit, self.closed = driver, False, 0
+            self.sent: list[tuple[str, bool]] = []    # (statement, autocommit when sent)
+            self.rollbacks, self.fail_next = 0, ''
+
+        def set_session(self, **characteristics):
+            pass
+
+        def cursor(self):
+            return RecordingDriver.Cursor(self)
+
+        def rollback(self):
+            self.rollbacks += 1
+
+        def close(self):
+            self.closed = 1
+
+    class Cursor:
+        def __init__(self, connection):
+            self.connection = connection
+
+        def execute(self, statement, values=None):
+            connection = self.connection
+            if connection.closed:
+                raise RecordingDriver.Error('connection already closed')
+            if connection.fail_next == 'lost':
+                connection.closed = 2
+                raise RecordingDriver.Error('server closed the connection unexpectedly')
+            if connection.fail_next == 'refused':
+                connection.fail_next = ''
+                raise RecordingDriver.Error('permission denied for table services')
+            connection.sent.append((statement, connection.autocommit))
+
+        def fetchall(self):
+            return [(1,)]
+
+        def close(self):
+            pass
+
+
+@pytest.fixture
+def recording_driver(monkeypatch):
+    driver = RecordingDriver()
+    real_import = importlib.import_module
+    monkeypatch.setattr(importlib, 'import_module',
+                        lambda name, *args: driver if name == 'psycopg2'
+                        else real_import(name, *args))
+    return driver
+
+
+def test_statements_on_their_own_are_one_round_trip_each_through_the_kept_connection(
+        recording_driver):
+    database = DirectDatabase('postgresql://reader:pw@db1/nova', option=OPTION,
+                              error=ProviderViewError)
+    with database.connect() as connection:          # a read in a transaction first
+        connection.rows('SELECT 2')
+    kept = recording_driver.connections[0]
+    kept.sent.clear()
+    rollbacks = kept.rollbacks
+
+    rows = database.each_on_its_own('SELECT id FROM services WHERE id = ANY(:ids)',
+                                    [{'ids': Array([1, 2])}, {'ids': Array([3])}])
+
+    assert rows == [(1,), (1,)]
+    assert len(recording_driver.connections) == 1
+    # Outside a transaction (psycopg2 sends no BEGIN in autocommit), with no check first
+    # and nothing to roll back: the two statements and nothing else.
+    assert kept.sent == [('SELECT id FROM services WHERE id = ANY(%s)', True)] * 2
+    assert kept.rollbacks == rollbacks
+    assert kept.autocommit is False                 # left as the transactions expect it
+
+
+def test_a_kept_connection_found_gone_is_opened_again_and_the_statement_sent_once_more(
+        recording_driver):
+    database = DirectDatabase('postgresql://reader:pw@db1/nova', option=OPTION,
+                              error=ProviderViewError)
+    database.each_on_its_own('SELECT 1', [{}])
+    recording_driver.connections[0].fail_next = 'lost'      # the server restarted since
+
+    assert database.each_on_its_own('SELECT s.host FROM services s', [{}]) == [(1,)]
+
+    first, second = recording_driver.connections
+    assert first.closed and second.sent == [('SELECT s.host FROM services s', True)]
+
+
+def test_a_statement_that_fails_on_a_live_connection_is_not_sent_again(recording_driver):
+    database = DirectDatabase('postgresql://reader:hunter2@db1/nova', option=OPTION,
+                              error=ProviderViewError)
+    database.each_on_its_own('SELECT 1', [{}])
+    kept = recording_driver.connections[0]
+    kept.fail_next = 'refused'
+
+    with pytest.raises(ProviderViewError) as failure:
+        database.each_on_its_own('SELECT s.host FROM services s', [{}])
+
+    assert 'permission denied' in str(failure.value) and 'hunter2' not in str(failure.value)
+    assert kept.sent == [('SELECT 1', True)]                # not sent again
+    database.each_on_its_own('SELECT 3', [{}])              # the next read opens its own
+    assert recording_driver.connections[-1].sent == [('SELECT 3', True)]
+
+
+def test_a_connection_lost_again_at_once_fails_the_read(recording_driver):
+    database = DirectDatabase('postgresql://reader:pw@db1/nova', option=OPTION,
+                              error=ProviderViewError)
+    database.each_on_its_own('SELECT 1', [{}])
+    recording_driver.connections[0].fail_next = 'lost'
+    opened = recording_driver.connect
+
+    def lost_too(**arguments):
+        connection = opened(**arguments)
+        connection.fail_next = 'lost'
+        return connection
+    recording_driver.connect = lost_too
+
+    with pytest.raises(ProviderViewError, match='closed the connection'):
+        database.each_on_its_own('SELECT 2', [{}])
+    assert len(recording_driver.connections) == 2            # sent again once, no more
+
+
+def test_statements_on_their_own_elsewhere_share_one_read_only_transaction(tmp_path):
+    database = DirectDatabase(sqlite_table(tmp_path), option=OPTION, error=ProviderViewError)
+
+    assert database.each_on_its_own('SELECT id FROM t WHERE id IN :ids',
+                                    [{'ids': [1]}, {'ids': [2, 3]}]) == [(1,), (2,), (3,)]
+    with pytest.raises(ProviderViewError):                  # query_only
+        database.each_on_its_own('INSERT INTO t VALUES (4)', [{}])
+    database.close()
