@@ -19,7 +19,8 @@ requests' reads each way, one after the other:
   reads before a request became statements on their own (``DirectDatabase.each_on_its_own``):
   in a repeatable-read transaction, the kept connection checked first, four round trips
   (``BEGIN``, ``SELECT 1``, the statement, ``ROLLBACK``) where it is now one; through a
-  reader of its own.
+  reader of its own, which sends the check itself (a transaction begins with its check
+  now, three round trips).
 
 Per way: PostgreSQL's CPU a read (the backend serving the reader, from ``/proc``; its
 ticks are hundredths of a second, hence many reads), and the wall time a read takes
@@ -135,6 +136,7 @@ def _InTransactions(url: str, *, keep_connection: bool) -> Any:
     class InTransactions(CellDatabaseReader):
         def each_on_its_own(self, query: str, parameter_sets: Any) -> list[tuple]:
             with self.connect() as connection:
+                connection.rows('SELECT 1')
                 return [row for parameters in parameter_sets
                         for row in connection.rows(query, parameters)]
 

@@ -38,6 +38,9 @@ from scheduler.exceptions import ConfigurationError, SchedulerError
 _DRIVERS = {'postgresql': ('psycopg2', {'psycopg2': 'psycopg2'}),
             'mysql': ('mysqldb', {'mysqldb': 'MySQLdb', 'pymysql': 'pymysql'}),
             'sqlite': ('pysqlite', {'pysqlite': 'sqlite3'})}
+#: How a read's transaction begins on PostgreSQL, whose connections are in autocommit
+#: (the statement psycopg2 sends for a read-only, repeatable-read session).
+POSTGRESQL_BEGIN = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'
 #: A kept connection older than this is opened again (as SQLAlchemy's pool_recycle).
 RECYCLE_SECONDS = 3600.0
 _PARAMETER_RE = re.compile(r'(?<![:\w]):(\w+)')
@@ -146,7 +149,11 @@ class DirectConnection:
         statement, values = self._positional(query, parameters or {})
         raw, driver = self.raw, self.driver
         if driver == 'psycopg2':
-            cursor = raw.cursor(name=f'scheduler_read_{next(_CURSOR_NUMBERS)}')
+            # The connection is in autocommit, its transaction begun by hand
+            # (DirectDatabase._begin): psycopg2 then declares a named cursor only WITH
+            # HOLD, which inside that transaction is an ordinary one (closed below).
+            cursor = raw.cursor(name=f'scheduler_read_{next(_CURSOR_NUMBERS)}',
+                                withhold=True)
             cursor.itersize = size
         elif driver in ('pymysql', 'mysqldb'):
             cursors = importlib.import_module(
@@ -236,7 +243,7 @@ class DirectDatabase:
                 try:
                     yield DirectConnection(self._url, raw)
                 finally:
-                    raw.rollback()
+                    self._end(raw)
             except self._dbapi.Error as e:
                 if kept:
                     self._discard()
@@ -290,13 +297,7 @@ class DirectDatabase:
             try:
                 if self._kept is None:
                     self._kept, self._opened_at = self._open(), time.monotonic()
-                raw = self._kept
-                raw.autocommit = True
-                try:
-                    return DirectConnection(self._url, raw).rows(query, parameters)
-                finally:
-                    if not raw.closed:
-                        raw.autocommit = False
+                return DirectConnection(self._url, self._kept).rows(query, parameters)
             except self._dbapi.Error as e:
                 gone = self._kept is not None and bool(self._kept.closed)
                 self._discard()
@@ -351,7 +352,10 @@ class DirectDatabase:
             raw = self._dbapi.connect(**arguments)
         try:
             if url.backend == 'postgresql':
-                raw.set_session(isolation_level='REPEATABLE READ', readonly=True)
+                # Outside a transaction unless one is begun by hand (_begin): a
+                # statement on its own is then one round trip. psycopg2's own
+                # transactions would have it send two SETs at each switch between them.
+                raw.autocommit = True
             _execute(raw, SESSION_SETUP[url.backend])
             if url.backend == 'mysql':
                 _execute(raw, ('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',))
@@ -362,10 +366,23 @@ class DirectDatabase:
         return raw
 
     def _begin(self, raw: Any, *, ping: bool) -> None:
-        if self._url.backend == 'sqlite':
+        """A read's transaction begun; ``ping``: on a kept connection, which this
+        checks (a connection that is gone fails here). PostgreSQL's is begun by hand,
+        read-only and repeatable read whatever the session's defaults, and is the
+        check itself."""
+        if self._url.backend == 'postgresql':
+            _execute(raw, (POSTGRESQL_BEGIN,))
+        elif self._url.backend == 'sqlite':
             _execute(raw, ('BEGIN',))
         elif ping:
             _execute(raw, ('SELECT 1',))
+
+    def _end(self, raw: Any) -> None:
+        """A read's transaction rolled back (PostgreSQL's by hand, as it was begun)."""
+        if self._url.backend == 'postgresql':
+            _execute(raw, ('ROLLBACK',))
+        else:
+            raw.rollback()
 
     def _discard(self) -> None:
         kept, self._kept = self._kept, None

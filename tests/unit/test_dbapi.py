@@ -12,7 +12,13 @@ import sqlite3
 
 import pytest
 
-from scheduler.catalog.dbapi import Array, DirectConnection, DirectDatabase, parse_url
+from scheduler.catalog.dbapi import (
+    POSTGRESQL_BEGIN,
+    Array,
+    DirectConnection,
+    DirectDatabase,
+    parse_url,
+)
 from scheduler.exceptions import ConfigurationError
 from scheduler.provider_view.view import ProviderViewError
 
@@ -265,19 +271,24 @@ def test_statements_on_their_own_are_one_round_trip_each_through_the_kept_connec
     with database.connect() as connection:          # a read in a transaction first
         connection.rows('SELECT 2')
     kept = recording_driver.connections[0]
+    # The connection is in autocommit; a transaction is begun and ended by hand, its
+    # BEGIN the check of the kept connection (psycopg2's own would have it send two
+    # SETs at each switch to and from autocommit).
+    assert kept.sent == [(POSTGRESQL_BEGIN, True), ('SELECT 2', True), ('ROLLBACK', True)]
     kept.sent.clear()
-    rollbacks = kept.rollbacks
 
     rows = database.each_on_its_own('SELECT id FROM services WHERE id = ANY(:ids)',
                                     [{'ids': Array([1, 2])}, {'ids': Array([3])}])
 
     assert rows == [(1,), (1,)]
     assert len(recording_driver.connections) == 1
-    # Outside a transaction (psycopg2 sends no BEGIN in autocommit), with no check first
-    # and nothing to roll back: the two statements and nothing else.
+    # No transaction begun and rolled back around them, no check first: the two
+    # statements and nothing else.
     assert kept.sent == [('SELECT id FROM services WHERE id = ANY(%s)', True)] * 2
-    assert kept.rollbacks == rollbacks
-    assert kept.autocommit is False                 # left as the transactions expect it
+    with database.connect() as again:               # the next transaction, checked
+        assert again.raw is kept
+    assert kept.sent[2:] == [(POSTGRESQL_BEGIN, True), ('ROLLBACK', True)]
+    assert kept.rollbacks == 0                      # never psycopg2's own
 
 
 def test_a_kept_connection_found_gone_is_opened_again_and_the_statement_sent_once_more(
