@@ -121,6 +121,8 @@ class DirectConnection:
 
     def __init__(self, url: DatabaseURL, raw: Any):
         self.backend, self.driver, self.raw = url.backend, url.driver, raw
+        #: Whether the transaction has ended (its server-side cursors with it).
+        self.ended = False
         self._mark = '?' if url.backend == 'sqlite' else '%s'
 
     def rows(self, query: str, parameters: dict[str, Any] | None = None) -> list[tuple]:
@@ -166,7 +168,12 @@ class DirectConnection:
             while rows := cursor.fetchmany(size):
                 yield rows
         finally:
-            cursor.close()
+            # A generator given up and closed only after its transaction ended (kept
+            # alive by a traceback, say): PostgreSQL dropped the cursor with the
+            # transaction, and closing it now would fail, and abort whatever
+            # transaction the connection is in by then. Left to the driver, it is freed.
+            if not (self.ended and driver == 'psycopg2'):
+                cursor.close()
 
     def _positional(self, query: str, parameters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``query`` with the driver's positional marks for the ``:names`` of
@@ -240,9 +247,11 @@ class DirectDatabase:
         try:
             try:
                 raw = self._checked_out() if kept else self._opened()
+                connection = DirectConnection(self._url, raw)
                 try:
-                    yield DirectConnection(self._url, raw)
+                    yield connection
                 finally:
+                    connection.ended = True
                     self._end(raw)
             except self._dbapi.Error as e:
                 if kept:
@@ -269,9 +278,9 @@ class DirectDatabase:
 
         On PostgreSQL, through the kept connection, a statement is one round trip: no
         transaction is begun and rolled back around it, and the connection is not
-        checked first (a read in :meth:`connect` is four: ``BEGIN``, the check, the
-        statement, ``ROLLBACK``; each costs the server's CPU, on the database that
-        Placement's claims or Nova's own writes wait for). A kept connection that
+        checked first (a read in :meth:`connect` is three: ``BEGIN``, which is the
+        check, the statement, ``ROLLBACK``; each costs the server's CPU, on the database
+        that Placement's claims or Nova's own writes wait for). A kept connection that
         turns out to be gone when used is opened again and the statement sent once more,
         as the check would have done. Elsewhere, or while the kept connection is busy,
         the statements share one :meth:`connect`."""

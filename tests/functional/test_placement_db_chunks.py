@@ -65,3 +65,18 @@ def test_on_postgresql_the_rows_stay_on_the_server_until_they_are_fetched(postgr
     reader.close()
     assert [name for name, _ in open_cursors if name.startswith('scheduler_read_')]
     assert sum(len(c) for c in rest) == ROWS - 3
+
+
+def test_a_large_read_given_up_and_closed_after_its_transaction_leaves_the_next_one_whole(
+        reader):
+    """A read that fails halfway can leave its chunks' generator alive past the end of its
+    transaction (its traceback holds it); closed then, it must not touch the connection,
+    which by then may be in the next read's transaction."""
+    with reader.connect() as connection:
+        chunks = connection.chunks('SELECT vcpus FROM compute_nodes ORDER BY vcpus', 3)
+        assert next(chunks) == [(0,), (1,), (2,)]
+    with reader.connect() as connection:
+        chunks.close()                  # the late close, within the next transaction
+        assert connection.rows('SELECT COUNT(*) FROM compute_nodes') == [(ROWS,)]
+    with reader.connect() as connection:
+        assert connection.one('SELECT MAX(vcpus) FROM compute_nodes') == (ROWS - 1,)
