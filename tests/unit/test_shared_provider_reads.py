@@ -6,6 +6,7 @@ described in memory; the worker's own read counts its calls.
 """
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -46,8 +47,10 @@ def serve(shared: SharedProviderReads, read) -> threading.Event:
     """The reader serving ``read`` on a thread, until the event returned is set."""
     stop = threading.Event()
     threading.Thread(target=shared.reads.serve, args=(read, stop), daemon=True).start()
+    # Serving once its socket is bound too: the reader takes its lock first, and a
+    # worker asking in between reads on its own (on a loaded machine, once in CI).
     for _ in range(500):
-        if shared.reads._reader_alive():
+        if shared.reads._reader_alive() and os.path.exists(shared.reads.reader_path):
             break
         time.sleep(0.01)
     return stop
