@@ -91,7 +91,7 @@ def run(opts: argparse.Namespace) -> list[Row]:
             return sync
 
         sync = synced(CellDatabaseReader(cell.url, keep_connection=True))
-        in_transactions = synced(_InTransactions(cell.url, keep_connection=True))
+        in_transactions = synced(_reader_in_transactions(cell.url, keep_connection=True))
         held = set(sync.held_hosts())
         pids = _reader_backends(cell)
         ways = {'every held service': (sync, frozenset()),
@@ -128,7 +128,7 @@ def run(opts: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def _InTransactions(url: str, *, keep_connection: bool) -> Any:
+def _reader_in_transactions(url: str, *, keep_connection: bool) -> Any:
     """A cell's reader that sends the reads before a request as they were sent until
     they became statements on their own: one repeatable-read transaction each."""
     from scheduler.catalog.cell_db import CellDatabaseReader
