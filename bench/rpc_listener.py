@@ -66,8 +66,6 @@ def _conf() -> Any:
     return cfg.CONF
 
 
-
-
 def measure(ours: bool, *, rate: float, seconds: float, url: str) -> float:
     """The server's CPU milliseconds per call."""
     import oslo_messaging as messaging

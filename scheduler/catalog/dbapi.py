@@ -256,8 +256,7 @@ class DirectDatabase:
             except self._dbapi.Error as e:
                 if kept:
                     self._discard()
-                detail = error_line(str(e), self._url.password)
-                raise self._error(f'{type(e).__name__}: {detail}') from None
+                raise self._failure(e) from None
         finally:
             if kept:
                 self._kept_lock.release()
@@ -313,8 +312,12 @@ class DirectDatabase:
                 if unchecked and gone and not sent_again:
                     sent_again = True
                     continue
-                detail = error_line(str(e), self._url.password)
-                raise self._error(f'{type(e).__name__}: {detail}') from None
+                raise self._failure(e) from None
+
+    def _failure(self, error: Exception) -> SchedulerError:
+        """A driver's ``error`` as this database's error, its password masked."""
+        detail = error_line(str(error), self._url.password)
+        return self._error(f'{type(error).__name__}: {detail}')
 
     def close(self) -> None:
         with self._kept_lock:

@@ -252,10 +252,8 @@ class PlacementDatabaseReader(DirectDatabase):
                     self.allocation_reads += 1
                     return snapshot
             self._checked_at = self._clock()
-            before = since.marks if since is not None else None
-            marks, written = self._marks(connection, (
-                before.newest_write - WRITE_OVERLAP
-                if isinstance(before, Marks) and before.newest_write is not None else None))
+            marks, written = self._marks(
+                connection, _written_since(since.marks) if since is not None else None)
             if since is not None:
                 snapshot = self._read_changes(connection, since, marks, written)
                 if snapshot is not None:
@@ -436,8 +434,8 @@ class PlacementDatabaseReader(DirectDatabase):
         new generations written into ``generations``); None when the providers
         are not those of ``previous``."""
         rows: list[tuple[Any, ...]] | None = None
-        if before.newest_write is not None:
-            since = before.newest_write - WRITE_OVERLAP
+        since = _written_since(before)
+        if since is not None:
             rows = written if written is not None else connection.rows(
                 CHANGED_PROVIDERS, {'since': connection.timestamp(since)})
         elif marks.newest_write is None:
@@ -457,6 +455,15 @@ class PlacementDatabaseReader(DirectDatabase):
             return None
         generations[:] = every[:, 1]
         return previous.ids[generations != previous.generations].tolist()
+
+
+def _written_since(marks: Any) -> datetime.datetime | None:
+    """From when a read of changes since the snapshot of ``marks`` looks for providers
+    written (a little before its newest write); None when no provider was written after
+    its creation then, or ``marks`` are not a read's of this database."""
+    if not isinstance(marks, Marks) or marks.newest_write is None:
+        return None
+    return marks.newest_write - WRITE_OVERLAP
 
 
 def usage_sums(snapshot: ProviderSnapshot, class_ids: Mapping[str, int]) -> np.ndarray:
