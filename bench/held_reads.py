@@ -1,10 +1,12 @@
 """What the read of the held services before a request costs, with and without the
 hosts no answer can be on, side by side in one run.
 
-``python -m bench.held_reads [--providers N] [--reads R] [--rounds K]``: bench.host_data's
-cell database of the synthetic cloud of ``N`` computes (bench.view's, 50,000 by
-default) on the machine's PostgreSQL, its heartbeats written as nova-compute writes
-them, and a NovaSync reading it through the service's own CellServicesReader, with
+``python -m bench.held_reads [--providers N] [--reads R] [--rounds K] [--cell mariadb]``:
+bench.host_data's cell database of the synthetic cloud of ``N`` computes (bench.view's,
+50,000 by default) on the machine's PostgreSQL (with ``--cell mariadb``, its
+``services`` table on the machine's MariaDB, :class:`MariaDBServices`), its heartbeats
+written as nova-compute writes them, and a NovaSync reading it through the service's
+own CellServicesReader, with
 ``[nova] service_state_max_age`` 0 and no read of every row in between (what a request
 reads between two scans, scheduler/catalog/nova_sync.py). Then, in ``K`` rounds, ``R``
 requests' reads each way, one after the other:
@@ -18,21 +20,26 @@ requests' reads each way, one after the other:
 * ``the disabled left out, in a transaction``: that read as it was sent until the
   reads before a request became statements on their own (``DirectDatabase.each_on_its_own``):
   in a repeatable-read transaction, the kept connection checked first, four round trips
-  (``BEGIN``, ``SELECT 1``, the statement, ``ROLLBACK``) where it is now one; through a
-  reader of its own, which sends the check itself (a transaction begins with its check
-  now, three round trips).
+  on PostgreSQL (``BEGIN``, ``SELECT 1``, the statement, ``ROLLBACK``) and three on
+  MariaDB (``SELECT 1``, which began the transaction, the statement, ``ROLLBACK``)
+  where it is now one; through a reader of its own, which sends the check itself (a
+  transaction begins with its check now, three round trips).
 
-Per way: PostgreSQL's CPU a read (the backend serving the reader, from ``/proc``; its
-ticks are hundredths of a second, hence many reads), and the wall time a read takes
-in this process (the worker's part: building and sending the statement, parsing the
-rows). Linux only.
+Per way: the server's CPU a read (the PostgreSQL backend, or the MariaDB connection
+thread, serving the reader, from ``/proc``; its ticks are hundredths of a second, hence
+many reads), and the wall time a read takes in this process (the worker's part:
+building and sending the statement, parsing the rows). Linux only.
 """
 from __future__ import annotations
 
 import argparse
+import pathlib
 import statistics
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from bench import deploy
@@ -51,7 +58,7 @@ def left_out(cloud: SyntheticCloud) -> frozenset[str]:
     return frozenset(host.name for host in cloud.hosts if host.disabled)
 
 
-def _backend_cpu(pids: list[int]) -> float:
+def _backend_cpu(pids: Sequence[int | str]) -> float:
     return sum(process_seconds(pid) for pid in pids)
 
 
@@ -69,6 +76,93 @@ def _reader_backends(cell: Any) -> list[int]:
         connection.close()
 
 
+class MariaDBServices:
+    """Nova's ``services`` table of the cloud's computes, in a database of the machine's
+    MariaDB (the reads timed here read nothing else), its heartbeats written as
+    bench.host_data.CellDatabase writes them; dropped by :meth:`drop`."""
+
+    def __init__(self, cloud: SyntheticCloud):
+        from bench.host_data import _service_rows
+        from tests.fixtures.cell_databases import _MYSQL_SERVICES, MYSQL_URL
+
+        self._server = MYSQL_URL.rsplit('/', 1)[0]
+        self.database = f'bench_cell_{uuid.uuid4().hex[:10]}'
+        self.url = f'{self._server}/{self.database}'
+        admin = self._connect(None)
+        with admin.cursor() as cursor:
+            cursor.execute(f'CREATE DATABASE {self.database}')
+        admin.close()
+        connection = self.connect()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_MYSQL_SERVICES)
+                rows = _service_rows(cloud)
+                for start in range(0, len(rows), 2000):
+                    cursor.executemany(
+                        'INSERT INTO services (id, created_at, updated_at, host, `binary`, '
+                        'topic, report_count, disabled, disabled_reason, forced_down, '
+                        'last_seen_up, uuid, version, deleted) VALUES (%s, UTC_TIMESTAMP() - '
+                        "INTERVAL 1 DAY, %s, %s, 'nova-compute', 'compute', %s, %s, %s, %s, "
+                        '%s, %s, 66, 0)', rows[start:start + 2000])
+                cursor.execute('ANALYZE TABLE services')
+        except BaseException:
+            connection.close()
+            self.drop()
+            raise
+        connection.close()
+        self._stop = threading.Event()
+        self._heartbeats = threading.Thread(target=self._report, name='cell-heartbeats',
+                                            daemon=True)
+        self._heartbeats.start()
+
+    def _connect(self, database: str | None) -> Any:
+        import pymysql
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self._server + '/')
+        return pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                               password=url.password or '', database=database,
+                               autocommit=True)
+
+    def connect(self) -> Any:
+        return self._connect(self.database)
+
+    def _report(self) -> None:
+        """A tenth of the computes that report write their heartbeat each second."""
+        from bench.host_data import every_second
+
+        def write(cursor: Any, tick: int) -> None:
+            cursor.execute(
+                'UPDATE services SET last_seen_up = UTC_TIMESTAMP(), updated_at = '
+                'UTC_TIMESTAMP(), report_count = report_count + 1 '
+                'WHERE id %% 10 = %s AND report_count > 0', (tick % 10,))
+        every_second(self.connect(), self._stop, write)
+
+    def reader_threads(self) -> list[str]:
+        """The server threads of this database's connections but the heartbeats' and
+        this one (``/proc`` paths of MariaDB's one thread per connection)."""
+        pid = pathlib.Path('/run/mysqld/mysqld.pid').read_text().strip()
+        connection = self.connect()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    'SELECT tid FROM information_schema.processlist WHERE db = %s AND '
+                    "id <> CONNECTION_ID() AND COALESCE(info, '') NOT LIKE 'UPDATE%%'",
+                    (self.database,))
+                return [f'{pid}/task/{row[0]}' for row in cursor.fetchall()]
+        finally:
+            connection.close()
+
+    def drop(self) -> None:
+        if hasattr(self, '_stop'):
+            self._stop.set()
+            self._heartbeats.join(10)
+        admin = self._connect(None)
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS {self.database}')
+        admin.close()
+
+
 def run(opts: argparse.Namespace) -> list[Row]:
     from bench.host_data import CellDatabase
     from scheduler.catalog import HostCatalog
@@ -78,7 +172,8 @@ def run(opts: argparse.Namespace) -> list[Row]:
 
     cloud = make_cloud(opts.providers, nested=True)
     skip = left_out(cloud)
-    cell = CellDatabase(cloud)
+    mariadb = opts.cell == 'mariadb'
+    cell = MariaDBServices(cloud) if mariadb else CellDatabase(cloud)
     try:
         clock = [0.0]
 
@@ -93,7 +188,7 @@ def run(opts: argparse.Namespace) -> list[Row]:
         sync = synced(CellDatabaseReader(cell.url, keep_connection=True))
         in_transactions = synced(_reader_in_transactions(cell.url, keep_connection=True))
         held = set(sync.held_hosts())
-        pids = _reader_backends(cell)
+        pids = cell.reader_threads() if mariadb else _reader_backends(cell)
         ways = {'every held service': (sync, frozenset()),
                 'the disabled left out': (sync, skip),
                 'the disabled left out, in a transaction': (in_transactions, skip)}
@@ -115,9 +210,10 @@ def run(opts: argparse.Namespace) -> list[Row]:
     n = opts.providers
     base = statistics.median(cpu['every held service'])
     rows = []
+    server = 'MariaDB' if mariadb else 'PostgreSQL'
     for way, (_, leaving) in ways.items():
         read = len(held - leaving)
-        rows.append(Row(f'held services: {way}: PostgreSQL a read', n,
+        rows.append(Row(f'held services: {way}: {server} a read', n,
                         statistics.median(cpu[way]) * 1000, unit='ms CPU',
                         ratio=statistics.median(cpu[way]) / base if base else None,
                         note=f'{read} of {len(held)} held services read; rounds '
@@ -130,13 +226,17 @@ def run(opts: argparse.Namespace) -> list[Row]:
 
 def _reader_in_transactions(url: str, *, keep_connection: bool) -> Any:
     """A cell's reader that sends the reads before a request as they were sent until
-    they became statements on their own: one repeatable-read transaction each."""
+    they became statements on their own: one repeatable-read transaction each, the
+    kept connection checked first. On PostgreSQL the check was a ``SELECT 1`` after the
+    ``BEGIN``; on MariaDB the ``SELECT 1`` began the transaction, where a transaction's
+    begin, sent by hand, now is the check: as many round trips."""
     from scheduler.catalog.cell_db import CellDatabaseReader
 
     class InTransactions(CellDatabaseReader):
         def each_on_its_own(self, query: str, parameter_sets: Any) -> list[tuple]:
             with self.connect() as connection:
-                connection.rows('SELECT 1')
+                if connection.backend == 'postgresql':
+                    connection.rows('SELECT 1')
                 return [row for parameters in parameter_sets
                         for row in connection.rows(query, parameters)]
 
@@ -153,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--providers', type=int, default=DEFAULT_PROVIDERS)
     parser.add_argument('--reads', type=int, default=DEFAULT_READS)
     parser.add_argument('--rounds', type=int, default=DEFAULT_ROUNDS)
+    parser.add_argument('--cell', choices=('postgresql', 'mariadb'), default='postgresql',
+                        help="the server of the cell database's services table")
     rows = run(parser.parse_args(argv))
     print(render(rows))
     for row in rows:

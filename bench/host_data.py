@@ -500,6 +500,20 @@ def _service_rows(cloud: SyntheticCloud) -> list[tuple[Any, ...]]:
     return rows
 
 
+def every_second(connection: Any, stop: threading.Event,
+                 write: Callable[[Any, int], None]) -> None:
+    """``write(cursor, tick)`` on ``connection`` (in autocommit) each second, ``tick``
+    counting from 0, until ``stop`` is set; then the connection is closed."""
+    try:
+        tick = 0
+        while not stop.wait(1.0):
+            with connection.cursor() as cursor:
+                write(cursor, tick)
+            tick += 1
+    finally:
+        connection.close()
+
+
 class CellDatabase:
     """A Nova cell database on the machine's PostgreSQL: ``compute_nodes`` with one row
     per compute of the cloud; dropped by :meth:`drop`. ``prepare(url)``, when given,
@@ -597,20 +611,16 @@ class CellDatabase:
         tracker's writes of the compute node, :data:`NODE_WRITES` rows a second."""
         connection = self.connect()
         connection.autocommit = True
-        try:
-            tick = 0
-            while not self._stop.wait(1.0):
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        "UPDATE services SET last_seen_up = timezone('UTC', now()), "
-                        "updated_at = timezone('UTC', now()), report_count = report_count + 1 "
-                        'WHERE id %% 10 = %s AND report_count > 0', (tick % 10,))
-                    cursor.execute(
-                        "UPDATE compute_nodes SET updated_at = timezone('UTC', now()) "
-                        'WHERE id %% %s = %s', (self._node_cycle, tick % self._node_cycle))
-                tick += 1
-        finally:
-            connection.close()
+
+        def write(cursor: Any, tick: int) -> None:
+            cursor.execute(
+                "UPDATE services SET last_seen_up = timezone('UTC', now()), "
+                "updated_at = timezone('UTC', now()), report_count = report_count + 1 "
+                'WHERE id %% 10 = %s AND report_count > 0', (tick % 10,))
+            cursor.execute(
+                "UPDATE compute_nodes SET updated_at = timezone('UTC', now()) "
+                'WHERE id %% %s = %s', (self._node_cycle, tick % self._node_cycle))
+        every_second(connection, self._stop, write)
 
     def connect(self) -> Any:
         from sqlalchemy.engine import make_url
