@@ -15,7 +15,7 @@ The same URLs (``postgresql[+psycopg2]://``, ``mysql[+pymysql|+mysqldb]://``,
 read-only sessions and timeouts (:mod:`scheduler.catalog.readonly_db`).
 Each :meth:`DirectDatabase.connect` is one repeatable-read transaction, rolled
 back when done; :meth:`DirectDatabase.each_on_its_own` sends statements that need no
-common snapshot, on PostgreSQL one round trip each.
+common snapshot, on PostgreSQL and MySQL/MariaDB one round trip each.
 """
 from __future__ import annotations
 
@@ -41,6 +41,14 @@ _DRIVERS = {'postgresql': ('psycopg2', {'psycopg2': 'psycopg2'}),
 #: How a read's transaction begins on PostgreSQL, whose connections are in autocommit
 #: (the statement psycopg2 sends for a read-only, repeatable-read session).
 POSTGRESQL_BEGIN = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'
+#: The same on MySQL/MariaDB, whose connections are in autocommit too (the session's
+#: isolation level is set to repeatable read when it is opened).
+MYSQL_BEGIN = 'START TRANSACTION READ ONLY'
+#: The backends whose connections stay in autocommit, a read's transaction begun by hand.
+_AUTOCOMMIT = ('postgresql', 'mysql')
+#: The MySQL client's errors for a connection that is gone (CR_SERVER_GONE_ERROR,
+#: CR_SERVER_LOST), for a driver that does not mark the connection closed.
+_MYSQL_LOST = (2006, 2013)
 #: A kept connection older than this is opened again (as SQLAlchemy's pool_recycle).
 RECYCLE_SECONDS = 3600.0
 _PARAMETER_RE = re.compile(r'(?<![:\w]):(\w+)')
@@ -234,6 +242,7 @@ class DirectDatabase:
                 f'{option} needs the database driver {self._url.driver}: {hint}') from None
         self._arguments = connect_args(self._url.backend, self._url.driver, connect_timeout,
                                        query_timeout)
+        self._query_timeout = query_timeout
         self._keep = keep_connection
         self._kept: Any = None
         self._opened_at = 0.0
@@ -275,16 +284,16 @@ class DirectDatabase:
         """The rows of ``query`` for each set of parameters, each statement on its own:
         for reads whose rows need no common snapshot, made before every request.
 
-        On PostgreSQL, through the kept connection, a statement is one round trip: no
-        transaction is begun and rolled back around it, and the connection is not
-        checked first (a read in :meth:`connect` is three: ``BEGIN``, which is the
-        check, the statement, ``ROLLBACK``; each costs the server's CPU, on the database
-        that Placement's claims or Nova's own writes wait for). A kept connection that
-        turns out to be gone when used is opened again and the statement sent once more,
-        as the check would have done. Elsewhere, or while the kept connection is busy,
-        the statements share one :meth:`connect`."""
+        On PostgreSQL and MySQL/MariaDB, through the kept connection, a statement is one
+        round trip: no transaction is begun and rolled back around it, and the
+        connection is not checked first (a read in :meth:`connect` is three: the
+        transaction's begin, which is the check, the statement, ``ROLLBACK``; each costs
+        the server's CPU, on the database that Placement's claims or Nova's own writes
+        wait for). A kept connection that turns out to be gone when used is opened again
+        and the statement sent once more, as the check would have done. On SQLite, or
+        while the kept connection is busy, the statements share one :meth:`connect`."""
         sets = list(parameter_sets)
-        if (self._url.backend != 'postgresql' or not self._keep
+        if (self._url.backend not in _AUTOCOMMIT or not self._keep
                 or not self._kept_lock.acquire(blocking=False)):
             with self.connect() as connection:
                 return [row for parameters in sets for row in connection.rows(query, parameters)]
@@ -302,17 +311,30 @@ class DirectDatabase:
         while True:
             self._recycle_old()
             unchecked = self._kept is not None
+            sent = time.monotonic()
             try:
                 if self._kept is None:
                     self._kept, self._opened_at = self._open(), time.monotonic()
                 return DirectConnection(self._url, self._kept).rows(query, parameters)
             except self._dbapi.Error as e:
-                gone = self._kept is not None and bool(self._kept.closed)
+                # Found gone at once, not after waiting out the query's timeout (which
+                # the MySQL drivers report as a lost connection too): sending it again
+                # would only wait as long once more.
+                gone = (self._kept is not None and self._lost(self._kept, e)
+                        and time.monotonic() - sent < self._query_timeout / 2)
                 self._discard()
                 if unchecked and gone and not sent_again:
                     sent_again = True
                     continue
                 raise self._failure(e) from None
+
+    def _lost(self, raw: Any, error: Exception) -> bool:
+        """Whether ``error`` left ``raw`` gone (the server ended it) rather than only
+        refused the statement."""
+        if self._url.backend == 'postgresql':
+            return bool(raw.closed)
+        code = error.args[0] if error.args else None
+        return not getattr(raw, 'open', True) or code in _MYSQL_LOST
 
     def _failure(self, error: Exception) -> SchedulerError:
         """A driver's ``error`` as this database's error, its password masked."""
@@ -327,7 +349,7 @@ class DirectDatabase:
         """A connection of this read's own, its transaction begun."""
         raw = self._open()
         try:
-            self._begin(raw, ping=False)
+            self._begin(raw)
         except BaseException:
             _close(raw)
             raise
@@ -341,12 +363,12 @@ class DirectDatabase:
         self._recycle_old()
         if self._kept is not None:
             try:                      # as SQLAlchemy's pool_pre_ping: a dropped one is replaced
-                self._begin(self._kept, ping=True)
+                self._begin(self._kept)
                 return self._kept
             except self._dbapi.Error:
                 self._discard()
         raw = self._open()
-        self._begin(raw, ping=False)
+        self._begin(raw)
         self._kept, self._opened_at = raw, time.monotonic()
         return raw
 
@@ -370,24 +392,26 @@ class DirectDatabase:
                 raw.autocommit = True
             _execute(raw, SESSION_SETUP[url.backend])
             if url.backend == 'mysql':
+                # Connected in autocommit (connect_args): the same, and the session's
+                # characteristics (read-only, repeatable read) hold for a statement on
+                # its own as for a transaction begun by hand.
                 _execute(raw, ('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',))
-                raw.commit()
         except BaseException:
             raw.close()
             raise
         return raw
 
-    def _begin(self, raw: Any, *, ping: bool) -> None:
-        """A read's transaction begun; ``ping``: on a kept connection, which this
-        checks (a connection that is gone fails here). PostgreSQL's is begun by hand,
-        read-only and repeatable read whatever the session's defaults, and is the
-        check itself."""
+    def _begin(self, raw: Any) -> None:
+        """A read's transaction begun, by hand (every connection is in autocommit); on a
+        kept connection this is also its check (one that is gone fails here), as
+        SQLAlchemy's pool_pre_ping. PostgreSQL's is read-only and repeatable read
+        whatever the session's defaults."""
         if self._url.backend == 'postgresql':
             _execute(raw, (POSTGRESQL_BEGIN,))
-        elif self._url.backend == 'sqlite':
+        elif self._url.backend == 'mysql':
+            _execute(raw, (MYSQL_BEGIN,))
+        else:
             _execute(raw, ('BEGIN',))
-        elif ping:
-            _execute(raw, ('SELECT 1',))
 
     def _end(self, raw: Any) -> None:
         """A read's transaction rolled back (PostgreSQL's by hand, as it was begun)."""

@@ -45,7 +45,9 @@ def connect_args(backend: str, driver: str, connect_timeout: int,
                 'options': f'-c default_transaction_read_only=on '
                            f'-c statement_timeout={query_timeout * 1000}'}
     if backend == 'mysql':
-        args: dict[str, Any] = {'connect_timeout': connect_timeout}
+        # In autocommit, as PostgreSQL's (scheduler/catalog/dbapi.py): a statement on
+        # its own is one round trip, a transaction begun by hand.
+        args: dict[str, Any] = {'connect_timeout': connect_timeout, 'autocommit': True}
         if driver in ('pymysql', 'mysqldb'):
             args['read_timeout'] = query_timeout
         return args

@@ -109,7 +109,7 @@ def test_even_credentials_that_may_write_get_a_read_only_session(cell_db: CellDa
     with pytest.raises(CellDatabaseError, match='read.only|READ ONLY'):
         with reader.connect() as connection:
             connection.rows("UPDATE compute_nodes SET host = 'hijacked'")
-    # A statement on its own (on PostgreSQL outside any transaction begun by hand) too,
+    # A statement on its own (outside any transaction begun by hand) too,
     # through a connection kept as the reads before a request keep theirs.
     kept = CellDatabaseReader(cell_db.admin_url, keep_connection=True)
     kept.each_on_its_own('SELECT host FROM compute_nodes', [{}])

@@ -220,9 +220,9 @@ def end_reader_sessions(cell_db) -> int:
 
 
 def test_a_read_before_a_request_outlives_the_server_ending_the_kept_connection(cell_db):
-    """On PostgreSQL these reads are sent without a check of the kept connection first
-    (one round trip each): a connection found gone is opened again and the read sent once
-    more, so the request never sees it."""
+    """These reads are sent without a check of the kept connection first (one round trip
+    each): a connection found gone is opened again and the read sent once more, so the
+    request never sees it."""
     cell_db.insert_service('cn-up', last_seen_up=ago(5), created_at=ago(3600))
     cell_db.insert_service('cn-silent', last_seen_up=ago(300), created_at=ago(3600))
     # Its connection kept, as the service keeps the one its reads before a request use.
@@ -237,3 +237,30 @@ def test_a_read_before_a_request_outlives_the_server_ending_the_kept_connection(
         'cn-silent': True}                                  # by id, on a new connection
     assert end_reader_sessions(cell_db) == 1
     assert reader.unusual_now(['cn-up', 'cn-silent']) == {}
+
+
+def test_on_mariadb_a_read_before_a_request_is_one_statement_and_a_read_of_one_moment_three(
+        mariadb_cell):
+    """As the server counts what the reader's session sent (its ``Questions``): the
+    reads before a request are each the statement alone, through a connection kept in
+    autocommit; a read that needs one moment begins its transaction by hand, which is
+    also the kept connection's check (``START TRANSACTION READ ONLY``, the statement,
+    ``ROLLBACK``)."""
+    mariadb_cell.insert_service('cn-1', last_seen_up=ago(5), created_at=ago(3600))
+    reader = CellDatabaseReader(mariadb_cell.reader_url, keep_connection=True)
+
+    def sent_so_far() -> int:
+        [(_, value)] = reader.each_on_its_own("SHOW SESSION STATUS LIKE 'Questions'", [{}])
+        return int(value)
+
+    before = sent_so_far()
+    rows = reader.each_on_its_own('SELECT host FROM services WHERE host IN :hosts',
+                                  [{'hosts': ['cn-1']}, {'hosts': ['cn-2', 'cn-3']}])
+    assert rows == [('cn-1',)]
+    assert sent_so_far() - before == 2 + 1           # the two, and the count itself
+
+    before = sent_so_far()
+    with reader.connect() as connection:
+        assert connection.rows('SELECT host FROM services') == [('cn-1',)]
+    assert sent_so_far() - before == 3 + 1
+    reader.close()

@@ -12,7 +12,9 @@ import sqlite3
 
 import pytest
 
+from scheduler.catalog import dbapi
 from scheduler.catalog.dbapi import (
+    MYSQL_BEGIN,
     POSTGRESQL_BEGIN,
     Array,
     DirectConnection,
@@ -199,34 +201,41 @@ def test_a_driver_error_is_the_reader_s_error_without_the_password():
 
 
 class RecordingDriver:
-    """A PostgreSQL driver that keeps what each connection was sent, and can lose a
-    connection as a server restart does (psycopg2 then marks it closed)."""
+    """A PostgreSQL or MySQL driver that keeps what each connection was sent, and can
+    lose a connection as a server restart does (psycopg2 then marks it closed, PyMySQL
+    not open) or time a statement out (PyMySQL's read timeout loses it too)."""
 
     class Error(Exception):
         pass
 
-    def __init__(self):
+    def __init__(self, clock):
+        self.clock = clock
         self.connections: list[RecordingDriver.Connection] = []
 
     def connect(self, **arguments):
-        connection = self.Connection(self)
+        connection = self.Connection(self, arguments.get('autocommit', False))
         self.connections.append(connection)
         return connection
 
     class Connection:
-        def __init__(self, driver):
-            self.driver, self.autocommit, self.closed = driver, False, 0
+        def __init__(self, driver, autocommit):
+            self.driver, self.autocommit, self.closed = driver, autocommit, 0
             self.sent: list[tuple[str, bool]] = []    # (statement, autocommit when sent)
             self.rollbacks, self.fail_next = 0, ''
 
-        def set_session(self, **characteristics):
-            pass
+        @property
+        def open(self):
+            return not self.closed
 
         def cursor(self):
             return RecordingDriver.Cursor(self)
 
         def rollback(self):
             self.rollbacks += 1
+            self.sent.append(('ROLLBACK', self.autocommit))
+
+        def commit(self):
+            self.sent.append(('COMMIT', self.autocommit))
 
         def close(self):
             self.closed = 1
@@ -242,6 +251,11 @@ class RecordingDriver:
             if connection.fail_next == 'lost':
                 connection.closed = 2
                 raise RecordingDriver.Error('server closed the connection unexpectedly')
+            if connection.fail_next == 'timed out':
+                connection.fail_next = ''
+                connection.driver.clock.now += 30.0
+                connection.closed = 2
+                raise RecordingDriver.Error(2013, 'Lost connection to server (timed out)')
             if connection.fail_next == 'refused':
                 connection.fail_next = ''
                 raise RecordingDriver.Error('permission denied for table services')
@@ -254,88 +268,132 @@ class RecordingDriver:
             pass
 
 
-@pytest.fixture
-def recording_driver(monkeypatch):
-    driver = RecordingDriver()
+class Clock:
+    """``time`` as dbapi reads it, moved on by a statement that times out."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+
+#: Per server: its URL, how the driver is imported, how a read's transaction begins
+#: on the kept connection, and how it ends.
+SERVERS = {
+    'postgresql': ('postgresql://reader:{password}@db1/nova', 'psycopg2', POSTGRESQL_BEGIN,
+                   ('ROLLBACK', True)),
+    'mariadb': ('mysql+pymysql://reader:{password}@db1/nova', 'pymysql', MYSQL_BEGIN,
+                ('ROLLBACK', True)),
+}
+
+
+@pytest.fixture(params=sorted(SERVERS))
+def server(request, monkeypatch):
+    """A database of each server whose connections go to a recording driver."""
+    url, module, begin, end = SERVERS[request.param]
+    clock = Clock()
+    driver = RecordingDriver(clock)
     real_import = importlib.import_module
     monkeypatch.setattr(importlib, 'import_module',
-                        lambda name, *args: driver if name == 'psycopg2'
+                        lambda name, *args: driver if name == module
                         else real_import(name, *args))
-    return driver
+    monkeypatch.setattr(dbapi, 'time', clock)
 
-
-def test_statements_on_their_own_are_one_round_trip_each_through_the_kept_connection(
-        recording_driver):
-    database = DirectDatabase('postgresql://reader:pw@db1/nova', option=OPTION,
+    def database(password='pw'):
+        return DirectDatabase(url.format(password=password), option=OPTION,
                               error=ProviderViewError)
+    return database, driver, begin, end
+
+
+def test_statements_on_their_own_are_one_round_trip_each_through_the_kept_connection(server):
+    open_database, driver, begin, end = server
+    database = open_database()
     with database.connect() as connection:          # a read in a transaction first
         connection.rows('SELECT 2')
-    kept = recording_driver.connections[0]
-    # The connection is in autocommit; a transaction is begun and ended by hand, its
-    # BEGIN the check of the kept connection (psycopg2's own would have it send two
-    # SETs at each switch to and from autocommit).
-    assert kept.sent == [(POSTGRESQL_BEGIN, True), ('SELECT 2', True), ('ROLLBACK', True)]
+    kept = driver.connections[0]
+    # Every statement in autocommit; a transaction is begun and ended by hand, its
+    # begin the check of the kept connection (psycopg2's own transactions would have
+    # it send two SETs at each switch to and from autocommit).
+    opening = len(kept.sent) - 3
+    assert kept.sent[opening:] == [(begin, True), ('SELECT 2', True), end]
+    assert all(on for _, on in kept.sent)
     kept.sent.clear()
 
-    rows = database.each_on_its_own('SELECT id FROM services WHERE id = ANY(:ids)',
-                                    [{'ids': Array([1, 2])}, {'ids': Array([3])}])
+    rows = database.each_on_its_own('SELECT id FROM services WHERE id IN :ids',
+                                    [{'ids': [1, 2]}, {'ids': [3]}])
 
     assert rows == [(1,), (1,)]
-    assert len(recording_driver.connections) == 1
+    assert len(driver.connections) == 1
     # No transaction begun and rolled back around them, no check first: the two
     # statements and nothing else.
-    assert kept.sent == [('SELECT id FROM services WHERE id = ANY(%s)', True)] * 2
+    assert kept.sent == [('SELECT id FROM services WHERE id IN (%s, %s)', True),
+                         ('SELECT id FROM services WHERE id IN (%s)', True)]
     with database.connect() as again:               # the next transaction, checked
         assert again.raw is kept
-    assert kept.sent[2:] == [(POSTGRESQL_BEGIN, True), ('ROLLBACK', True)]
-    assert kept.rollbacks == 0                      # never psycopg2's own
+    assert kept.sent[2:] == [(begin, True), end]
 
 
 def test_a_kept_connection_found_gone_is_opened_again_and_the_statement_sent_once_more(
-        recording_driver):
-    database = DirectDatabase('postgresql://reader:pw@db1/nova', option=OPTION,
-                              error=ProviderViewError)
+        server):
+    open_database, driver, _, _ = server
+    database = open_database()
     database.each_on_its_own('SELECT 1', [{}])
-    recording_driver.connections[0].fail_next = 'lost'      # the server restarted since
+    driver.connections[0].fail_next = 'lost'        # the server restarted since
 
     assert database.each_on_its_own('SELECT s.host FROM services s', [{}]) == [(1,)]
 
-    first, second = recording_driver.connections
-    assert first.closed and second.sent == [('SELECT s.host FROM services s', True)]
+    first, second = driver.connections
+    assert first.closed and second.sent[-1] == ('SELECT s.host FROM services s', True)
+    assert [statement for statement, _ in second.sent].count(
+        'SELECT s.host FROM services s') == 1
 
 
-def test_a_statement_that_fails_on_a_live_connection_is_not_sent_again(recording_driver):
-    database = DirectDatabase('postgresql://reader:hunter2@db1/nova', option=OPTION,
-                              error=ProviderViewError)
+def test_a_statement_that_fails_on_a_live_connection_is_not_sent_again(server):
+    open_database, driver, _, _ = server
+    database = open_database(password='hunter2')
     database.each_on_its_own('SELECT 1', [{}])
-    kept = recording_driver.connections[0]
+    kept = driver.connections[0]
     kept.fail_next = 'refused'
 
     with pytest.raises(ProviderViewError) as failure:
         database.each_on_its_own('SELECT s.host FROM services s', [{}])
 
     assert 'permission denied' in str(failure.value) and 'hunter2' not in str(failure.value)
-    assert kept.sent == [('SELECT 1', True)]                # not sent again
+    assert kept.sent[-1] == ('SELECT 1', True)              # not sent again
     database.each_on_its_own('SELECT 3', [{}])              # the next read opens its own
-    assert recording_driver.connections[-1].sent == [('SELECT 3', True)]
+    assert driver.connections[-1].sent[-1] == ('SELECT 3', True)
 
 
-def test_a_connection_lost_again_at_once_fails_the_read(recording_driver):
-    database = DirectDatabase('postgresql://reader:pw@db1/nova', option=OPTION,
-                              error=ProviderViewError)
+def test_a_statement_that_waited_out_its_timeout_is_not_sent_again(server):
+    """The MySQL drivers report their read timeout as a lost connection: sending the
+    statement again would only wait as long once more."""
+    open_database, driver, _, _ = server
+    database = open_database()
     database.each_on_its_own('SELECT 1', [{}])
-    recording_driver.connections[0].fail_next = 'lost'
-    opened = recording_driver.connect
+    driver.connections[0].fail_next = 'timed out'
+
+    with pytest.raises(ProviderViewError, match='timed out'):
+        database.each_on_its_own('SELECT s.host FROM services s', [{}])
+    assert len(driver.connections) == 1                     # no second connection
+
+
+def test_a_connection_lost_again_at_once_fails_the_read(server):
+    open_database, driver, _, _ = server
+    database = open_database()
+    database.each_on_its_own('SELECT 1', [{}])
+    driver.connections[0].fail_next = 'lost'
+    opened = driver.connect
 
     def lost_too(**arguments):
         connection = opened(**arguments)
         connection.fail_next = 'lost'
         return connection
-    recording_driver.connect = lost_too
+    driver.connect = lost_too
 
     with pytest.raises(ProviderViewError, match='closed the connection'):
         database.each_on_its_own('SELECT 2', [{}])
-    assert len(recording_driver.connections) == 2            # sent again once, no more
+    assert len(driver.connections) == 2                     # sent again once, no more
 
 
 def test_statements_on_their_own_elsewhere_share_one_read_only_transaction(tmp_path):
