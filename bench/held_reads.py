@@ -22,8 +22,8 @@ requests' reads each way, one after the other:
   in a repeatable-read transaction, the kept connection checked first, four round trips
   on PostgreSQL (``BEGIN``, ``SELECT 1``, the statement, ``ROLLBACK``) and three on
   MariaDB (``SELECT 1``, which began the transaction, the statement, ``ROLLBACK``)
-  where it is now one; through a reader of its own, which sends the check itself (a
-  transaction begins with its check now, three round trips).
+  where it is now one; through a reader of its own, which sends PostgreSQL's check
+  itself (a transaction begins with its check now, on either server, three round trips).
 
 Per way: the server's CPU a read (the PostgreSQL backend, or the MariaDB connection
 thread, serving the reader, from ``/proc``; its ticks are hundredths of a second, hence
@@ -141,10 +141,12 @@ class MariaDBServices:
     def reader_threads(self) -> list[str]:
         """The server threads of this database's connections but the heartbeats' and
         this one (``/proc`` paths of MariaDB's one thread per connection)."""
-        pid = pathlib.Path('/run/mysqld/mysqld.pid').read_text().strip()
         connection = self.connect()
         try:
             with connection.cursor() as cursor:
+                cursor.execute('SELECT @@pid_file, @@datadir')
+                pid_file, datadir = cursor.fetchone()
+                pid = pathlib.Path(datadir, pid_file).read_text().strip()   # if relative
                 cursor.execute(
                     'SELECT tid FROM information_schema.processlist WHERE db = %s AND '
                     "id <> CONNECTION_ID() AND COALESCE(info, '') NOT LIKE 'UPDATE%%'",
