@@ -392,9 +392,9 @@ class DirectDatabase:
                 raw.autocommit = True
             _execute(raw, SESSION_SETUP[url.backend])
             if url.backend == 'mysql':
-                # Connected in autocommit (connect_args): the same, and the session's
-                # characteristics (read-only, repeatable read) hold for a statement on
-                # its own as for a transaction begun by hand.
+                # The isolation of the transactions _begin starts by hand. The session is
+                # in autocommit (connect_args), and what SET SESSION gives it (read-only,
+                # this) holds for a statement on its own too.
                 _execute(raw, ('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',))
         except BaseException:
             raw.close()
@@ -414,7 +414,10 @@ class DirectDatabase:
             _execute(raw, ('BEGIN',))
 
     def _end(self, raw: Any) -> None:
-        """A read's transaction rolled back (PostgreSQL's by hand, as it was begun)."""
+        """A read's transaction rolled back. PostgreSQL's by a statement of its own:
+        psycopg2's ``rollback()`` does nothing on a connection in autocommit, where
+        PyMySQL's and sqlite3's send ``ROLLBACK`` (sqlite3's only while a transaction is
+        open, so an error that already ended it is not hidden by a second one)."""
         if self._url.backend == 'postgresql':
             _execute(raw, ('ROLLBACK',))
         else:
