@@ -68,3 +68,45 @@ def test_the_claims_journal_baseline_keeps_the_sources(started):
         pass
     assert calls[0]['hosts_file'] is None
     assert SOURCES in calls[0]['extra_config']
+
+
+def _phase(rate):
+    return view._Phase(work=rate * 60.0, seconds=60.0, latencies=[0.25])
+
+
+def _journal_run(monkeypatch, baseline_rate, ceiling_after):
+    run = _run(None)
+    run.n, run.rows = 50000, []
+    ceilings = []
+    monkeypatch.setattr(view._Run, 'view_window',
+                        lambda self, client, label='', svc=None: (_phase(baseline_rate), {}, {}))
+
+    def claim_ceiling(self, when=''):
+        ceilings.append(when)
+        return _phase(ceiling_after)
+    monkeypatch.setattr(view._Run, 'claim_ceiling', claim_ceiling)
+    monkeypatch.setattr(view, 'render', lambda rows: 'row\n')
+    monkeypatch.setattr(view, '_view_config', lambda dep, opts: '')
+    return run, ceilings
+
+
+def test_the_journals_row_holds_each_window_to_the_ceiling_measured_beside_it(
+        started, monkeypatch):
+    # With the journal: 28.6 req/s against a ceiling of 32.3; without, minutes later,
+    # 27.1 against 30.6: the same share of each ceiling, whatever the raw ratio says.
+    run, ceilings = _journal_run(monkeypatch, baseline_rate=27.1, ceiling_after=30.6)
+    view._journal_baseline(run, _phase(28.6), held_to=32.3)
+    assert len(ceilings) == 1
+    [row] = run.rows
+    assert 'each held to its ceiling' in row.name
+    assert row.ours_ms == pytest.approx((28.6 / 32.3) / (27.1 / 30.6))
+    assert 'raw 28.6 / 27.1 req/s = 1.055x' in row.note
+
+
+def test_without_a_ceiling_the_journals_row_is_the_raw_ratio_and_says_so(started, monkeypatch):
+    run, ceilings = _journal_run(monkeypatch, baseline_rate=20.0, ceiling_after=30.0)
+    view._journal_baseline(run, _phase(25.0))
+    assert ceilings == []               # --view-only measures no ceiling
+    [row] = run.rows
+    assert row.ours_ms == pytest.approx(1.25)
+    assert 'not held to a ceiling' in row.note
