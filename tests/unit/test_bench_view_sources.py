@@ -1,5 +1,7 @@
-"""bench.view --sources: every phase's service reads a Nova cloud's host-data sources
-in place of the hosts file, and takes calls only once its start-up check was answered."""
+"""bench.view's services. With --sources every phase's service reads a Nova cloud's
+host-data sources in place of the hosts file, and takes calls only once its start-up
+check was answered. Phase 7's service differs by the claims journal alone, and its row
+holds each window to the ceiling measured beside it."""
 import contextlib
 from types import SimpleNamespace
 
