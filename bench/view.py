@@ -33,7 +33,8 @@ one instance a call, back to back. In this order, each phase from a
    fresh whole Placement query (bench.regret) on the same state;
 7. phase 4 once more with the claims journal off (it is on, as shipped, in every
    phase before), then phase 3 once more: the journal's cost, side by side, each
-   window held to the ceilings measured next to it (the windows are minutes apart);
+   window held to the ceilings measured next to it (the windows are minutes apart;
+   with ``--view-only``, which measures no ceiling, the raw ratio of the two windows);
 
 then each worker's peak memory, providers whose usage exceeds their capacity
 (must be 0) and allocations left after every phase's clean-up (must be 0),
