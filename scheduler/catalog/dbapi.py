@@ -132,6 +132,8 @@ class DirectConnection:
         #: Whether the transaction has ended (its server-side cursors with it).
         self.ended = False
         self._mark = '?' if url.backend == 'sqlite' else '%s'
+        #: MySQL's server-side cursors whose results have not been read to the end.
+        self._unfinished: list[Any] = []
 
     def rows(self, query: str, parameters: dict[str, Any] | None = None) -> list[tuple]:
         statement, values = self._positional(query, parameters or {})
@@ -169,6 +171,7 @@ class DirectConnection:
             cursors = importlib.import_module(
                 'pymysql.cursors' if driver == 'pymysql' else 'MySQLdb.cursors')
             cursor = raw.cursor(cursors.SSCursor)
+            self._unfinished.append(cursor)
         else:
             cursor = raw.cursor()   # SQLite's steps through the result as it is fetched
         try:
@@ -182,6 +185,17 @@ class DirectConnection:
             # transaction the connection is in by then. Left to the driver, it is freed.
             if not (self.ended and driver == 'psycopg2'):
                 cursor.close()
+            if cursor in self._unfinished:
+                self._unfinished.remove(cursor)
+
+    def finish_unbuffered(self) -> None:
+        """Before the transaction ends: MySQL's server-side cursors still open (a read
+        given up halfway, its generator kept alive by a traceback) closed, which reads
+        the rest of each result off the connection. MySQL's protocol has no other way
+        to end one; left to the ``ROLLBACK``, PyMySQL reads it with a warning and
+        mysqlclient's C library refuses the statement (commands out of sync)."""
+        while self._unfinished:
+            self._unfinished.pop().close()
 
     def _positional(self, query: str, parameters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``query`` with the driver's positional marks for the ``:names`` of
@@ -261,6 +275,7 @@ class DirectDatabase:
                     yield connection
                 finally:
                     connection.ended = True
+                    connection.finish_unbuffered()
                     self._end(raw)
             except self._dbapi.Error as e:
                 if kept:

@@ -9,6 +9,8 @@ read-only connection of the driver's own, as the reader does.
 """
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from scheduler.catalog import placement_db
@@ -80,3 +82,20 @@ def test_a_large_read_given_up_and_closed_after_its_transaction_leaves_the_next_
         assert connection.rows('SELECT COUNT(*) FROM compute_nodes') == [(ROWS,)]
     with reader.connect() as connection:
         assert connection.one('SELECT MAX(vcpus) FROM compute_nodes') == (ROWS - 1,)
+
+
+def test_a_read_given_up_halfway_is_read_to_its_end_before_its_transaction_ends(reader):
+    """MySQL's protocol ends a server-side cursor's result only by reading the rest of
+    it: the reader does that itself before its ROLLBACK, rather than leave it to the
+    driver (PyMySQL warns; mysqlclient's C library refuses the ROLLBACK)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with pytest.raises(RuntimeError), reader.connect() as connection:
+            chunks = connection.chunks('SELECT vcpus FROM compute_nodes ORDER BY vcpus', 3)
+            assert next(chunks) == [(0,), (1,), (2,)]
+            raise RuntimeError('the read fails halfway')
+        with reader.connect() as connection:
+            assert connection.one('SELECT COUNT(*) FROM compute_nodes') == (ROWS,)
+        chunks.close()
+
+    assert [str(w.message) for w in caught] == []
