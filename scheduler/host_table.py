@@ -35,6 +35,7 @@ import numpy as np
 
 from placement_client.models import AllocationRequest, Candidates, summary_from_json
 from scheduler.filters.base import host_label
+from scheduler.host_columns import ClassColumn, SparseColumn
 from scheduler.host_state import SHARING_TRAIT, HostData, HostRecord, HostState
 from scheduler.objects.pci import free_devices
 
@@ -219,10 +220,12 @@ class HostTable:
     hypervisor_version: np.ndarray
     pci_free: np.ndarray
     supported_instances: list[Any]
-    capacity: dict[str, np.ndarray]
+    #: capacity per class, dense or sparse (host_columns): read with capacity_at(),
+    #: free_at() or column()
+    capacity: dict[str, ClassColumn]
     #: usage as stored, maybe shared with the table this one was forked from: what the
     #: table added (add_used()) is read with used_at(), free_at() or column()
-    used: dict[str, np.ndarray]
+    used: dict[str, ClassColumn]
     records: list[HostRecord]
     aggregates: list[tuple[Aggregate, ...]]
     instances: list[tuple[str, ...]]
@@ -332,13 +335,13 @@ class HostTable:
         return table
 
     @classmethod
-    def from_columns(cls, roots: list[str], capacity: Mapping[str, np.ndarray],
-                     used: Mapping[str, np.ndarray], catalog: HostData, *,
+    def from_columns(cls, roots: list[str], capacity: Mapping[str, ClassColumn],
+                     used: Mapping[str, ClassColumn], catalog: HostData, *,
                      trees: Sequence[Sequence[str]],
                      default_availability_zone: str = 'nova') -> HostTable:
         """A table of the hosts ``roots`` whose capacity and usage are already summed
         per tree (a snapshot of Placement's providers, not one of its answers); int64
-        columns are taken as they are, not copied.
+        and sparse columns are taken as they are, not copied.
 
         Its rows have no allocation requests or provider summaries yet: each
         request takes a :meth:`fork` that says where they come from.
@@ -356,8 +359,8 @@ class HostTable:
         return table
 
     def _fill_from_catalog(self, catalog: HostData,
-                           capacity: Mapping[str, Sequence[int] | np.ndarray],
-                           used: Mapping[str, Sequence[int] | np.ndarray], *,
+                           capacity: Mapping[str, Sequence[int] | ClassColumn],
+                           used: Mapping[str, Sequence[int] | ClassColumn], *,
                            cached: bool = True) -> None:
         """Every column, the roots' catalog rows read under one lock; each record's
         :data:`COLUMNS` values from the shared cache, or (not ``cached``) derived a
@@ -373,8 +376,8 @@ class HostTable:
         # The rows' HostStates built so far (a request builds a few of thousands).
         self._hosts: dict[int, HostState] = {}
 
-    def with_usage(self, capacity: Mapping[str, np.ndarray],
-                   used: Mapping[str, np.ndarray]) -> HostTable:
+    def with_usage(self, capacity: Mapping[str, ClassColumn],
+                   used: Mapping[str, ClassColumn]) -> HostTable:
         """This table with other capacity and usage columns (the same hosts, the same
         catalog), sharing everything else."""
         table = self._copy()
@@ -414,7 +417,7 @@ class HostTable:
     def used_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
         """``used`` of ``rc`` at ``rows``, what this table added included."""
         rows = np.asarray(rows, dtype=np.intp)
-        values = self._stored(rc, 'used')[rows]
+        values = self._take(rc, 'used', rows)
         if self._added.get(rc) and len(rows):
             # As columns: a busy worker's claims since the read (its siblings' too)
             # are hundreds of rows, and the claim order reads thousands of rows at once.
@@ -449,10 +452,26 @@ class HostTable:
     def free_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
         """``capacity`` less ``used`` of ``rc`` at ``rows`` (:meth:`used_at`)."""
         rows = np.asarray(rows, dtype=np.intp)
-        return self._stored(rc, 'capacity')[rows] - self.used_at(rc, rows)
+        return self._take(rc, 'capacity', rows) - self.used_at(rc, rows)
+
+    def capacity_at(self, rc: str, rows: np.ndarray) -> np.ndarray:
+        """``capacity`` of ``rc`` at ``rows``."""
+        return self._take(rc, 'capacity', np.asarray(rows, dtype=np.intp))
+
+    def _take(self, rc: str, kind: str, rows: np.ndarray) -> np.ndarray:
+        """The stored ``capacity`` or ``used`` of ``rc`` at ``rows``, a new array."""
+        column = (self.capacity if kind == 'capacity' else self.used).get(rc)
+        if column is None:
+            return np.zeros(len(rows), dtype=np.int64)
+        if isinstance(column, SparseColumn):
+            return column.take(rows)
+        return column[rows]
 
     def _used_of(self, rc: str, row: int) -> int:
-        return int(self._stored(rc, 'used')[row]) + self._added.get(rc, {}).get(row, 0)
+        column = self.used.get(rc)
+        stored = (0 if column is None else column.at(row) if isinstance(column, SparseColumn)
+                  else int(column[row]))
+        return stored + self._added.get(rc, {}).get(row, 0)
 
     def _writable(self, name: str) -> Any:
         """The column ``name`` (a consumed one, or ``instances``), this table's own."""
@@ -473,8 +492,8 @@ class HostTable:
         table._added_sorted = {}
         return table
 
-    def _fill(self, capacity: Mapping[str, Sequence[int] | np.ndarray],
-              used: Mapping[str, Sequence[int] | np.ndarray],
+    def _fill(self, capacity: Mapping[str, Sequence[int] | ClassColumn],
+              used: Mapping[str, Sequence[int] | ClassColumn],
               records: list[HostRecord], aggregates: list[tuple[Aggregate, ...]],
               instances: list[tuple[str, ...]], instance_info_known: list[bool],
               values: list[tuple[Any, ...]] | None) -> None:
@@ -486,10 +505,8 @@ class HostTable:
         # Columns given as arrays are the table's own (from_columns' callers make them
         # for it): copied, they were 10 MB more at the peak of building a table of
         # 50,000 hosts.
-        self.capacity = {rc: np.asarray(capacity.get(rc, zeros), dtype=np.int64)
-                         for rc in resource_classes}
-        self.used = {rc: np.asarray(used.get(rc, zeros), dtype=np.int64)
-                     for rc in resource_classes}
+        self.capacity = {rc: _as_column(capacity.get(rc, zeros)) for rc in resource_classes}
+        self.used = {rc: _as_column(used.get(rc, zeros)) for rc in resource_classes}
         self.records = records
         self.aggregates = aggregates
         self.instances = instances
@@ -590,7 +607,7 @@ class HostTable:
         """``capacity`` or ``used`` of ``rc`` per row (zeros where no host has it), a
         whole column: a plugin that reads some rows reads less with :meth:`used_at`
         and :meth:`free_at` (this table's own copy of a column it added usage to is
-        made here)."""
+        made here, and so is its whole copy of a sparse column)."""
         if kind != 'capacity' and self._added.get(rc):
             claimed, amounts = self._sorted_additions(rc)
             del self._added[rc], self._added_sorted[rc]
@@ -602,10 +619,15 @@ class HostTable:
         return self._stored(rc, kind)
 
     def _stored(self, rc: str, kind: str) -> np.ndarray:
+        """The whole column, made dense (and so this table's own) where it was not."""
         columns = self.capacity if kind == 'capacity' else self.used
         column = columns.get(rc)
         if column is None:
             column = columns[rc] = np.zeros(len(self.roots), dtype=np.int64)
+        elif isinstance(column, SparseColumn):
+            column = columns[rc] = column.dense()
+            if kind == 'used':
+                self._borrowed.discard(('used', rc))
         return column
 
     def free(self, rc: str) -> np.ndarray:
@@ -726,6 +748,10 @@ class HostTable:
         if self._instance_rows is not None:
             for instance_uuid in new:
                 self._instance_rows.setdefault(instance_uuid, []).append(row)
+
+
+def _as_column(values: Sequence[int] | ClassColumn) -> ClassColumn:
+    return values if isinstance(values, SparseColumn) else np.asarray(values, dtype=np.int64)
 
 
 class _EqualAsList:

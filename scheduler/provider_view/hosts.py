@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.host_columns import ClassColumn, summed
 from scheduler.host_state import HostData
 from scheduler.host_table import HostTable, HostView
 from scheduler.provider_view.answer import Overlay, provider_summary
@@ -162,13 +163,14 @@ def _build(snapshot: ProviderSnapshot, catalog: HostData, version: object,
 
 def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.ndarray, *,
                    since: tuple[ProviderSnapshot, HostTable] | None = None
-                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Capacity and usage per class, summed over each table row's tree; ``since``: an
-    earlier snapshot of the same providers and its table, whose columns are kept
-    for the classes whose inventories (or usage) did not change (a read of what
-    changed moves a few providers' usage of a few classes)."""
-    capacity: dict[str, np.ndarray] = {}
-    used: dict[str, np.ndarray] = {}
+                   ) -> tuple[dict[str, ClassColumn], dict[str, ClassColumn]]:
+    """Capacity and usage per class, summed over each table row's tree (sparse for a
+    class few trees hold); ``since``: an earlier snapshot of the same providers and
+    its table, whose columns are kept for the classes whose inventories (or usage)
+    did not change (a read of what changed moves a few providers' usage of a few
+    classes)."""
+    capacity: dict[str, ClassColumn] = {}
+    used: dict[str, ClassColumn] = {}
     for rc, inv in snapshot.inventories.items():
         before = since[0].inventories.get(rc) if since is not None else None
         if since is not None and before is not None and rc in since[1].capacity and all(
@@ -185,16 +187,11 @@ def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.nda
 
 
 def _per_row(snapshot: ProviderSnapshot, inv: Inventory, values: np.ndarray,
-             roots: np.ndarray, row_of: np.ndarray) -> np.ndarray:
+             roots: np.ndarray, row_of: np.ndarray) -> ClassColumn:
     """``values`` (aligned with ``inv``) summed per table row."""
     rows = row_of[inv.rows]
     counted = rows >= 0         # not a sharing provider's
-    column = np.zeros(len(roots), dtype=np.int64)
-    if snapshot.nested:
-        np.add.at(column, rows[counted], values[counted])
-    else:
-        column[rows[counted]] = values[counted]
-    return column
+    return summed(len(roots), rows[counted], values[counted], once=not snapshot.nested)
 
 
 _SHARING = 'MISC_SHARES_VIA_AGGREGATE'

@@ -32,7 +32,7 @@ class CPUWeigher(BaseHostWeigher):
 
     def raw_weights(self, table: HostTable, rows: np.ndarray,
                     weight_properties: RequestSpec) -> np.ndarray | None:
-        total = table.column('VCPU', 'capacity')[rows] + table.column('PCPU', 'capacity')[rows]
+        total = table.capacity_at('VCPU', rows) + table.capacity_at('PCPU', rows)
         used = table.used_at('VCPU', rows) + table.used_at('PCPU', rows)
         # cpu_allocation_ratio is 1.0: Placement's capacity already includes it.
         return total * 1.0 - used

@@ -26,6 +26,7 @@ from scheduler.catalog.hosts_file import HostsFileContent
 from scheduler.filters.base import BaseHostFilter
 from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.handler import apply_filters
+from scheduler.host_columns import SparseColumn
 from scheduler.host_state import SHARING_TRAIT, HostRecord
 from scheduler.host_table import COLUMNS, HostTable, HostView, count_near_best, top_positions
 from scheduler.objects.spec import Aggregate, Flavor, ImageMeta, ImageMetaProps, InstanceGroup
@@ -205,6 +206,16 @@ def decide(hosts, filters, weighers, spec, uuids, conf, seed, *, vectorised):
     return trail
 
 
+def with_sparse_columns(table: HostTable) -> HostTable:
+    """The same table with every capacity and usage column held sparse (as a provider
+    view holds a class few hosts have): only its rows that are not zero."""
+    def sparse(column: Any) -> SparseColumn:
+        rows = np.flatnonzero(column)
+        return SparseColumn(rows.astype(np.int32), column[rows], len(column))
+    return table.with_usage({rc: sparse(c) for rc, c in table.capacity.items()},
+                            {rc: sparse(c) for rc, c in table.used.items()})
+
+
 def load_plugins(conf):
     filters = plugins.load_filters(conf)
     for f in filters:
@@ -219,7 +230,7 @@ def test_column_hooks_and_host_by_host_plugins_make_the_same_decisions(seed):
     candidates, catalog, instances = random_cloud(rng, rng.randint(1, 40))
     conf = random_conf(rng)
     spec, uuids = random_spec(rng, instances, rng.choice((1, 1, 3, 10)))
-    spec_b = copy.deepcopy(spec)
+    spec_b, spec_c = copy.deepcopy(spec), copy.deepcopy(spec)
 
     filters, weighers = load_plugins(conf)
     per_host = decide(HostTable(candidates, catalog).view(), filters, weighers, spec, uuids,
@@ -227,8 +238,12 @@ def test_column_hooks_and_host_by_host_plugins_make_the_same_decisions(seed):
     filters, weighers = load_plugins(conf)
     columnar = decide(HostTable(candidates, catalog).view(), filters, weighers, spec_b, uuids,
                       conf, seed, vectorised=True)
+    filters, weighers = load_plugins(conf)
+    sparse = decide(with_sparse_columns(HostTable(candidates, catalog)).view(), filters,
+                    weighers, spec_c, uuids, conf, seed, vectorised=True)
 
     assert columnar == per_host
+    assert sparse == per_host
 
 
 def test_a_table_builds_host_states_only_for_the_hosts_it_is_asked_for():
@@ -436,13 +451,20 @@ def test_the_near_best_hosts_are_those_within_the_tolerance_of_the_best(weights,
     assert count_near_best(np.array(weights, dtype=float), tolerance) == count
 
 
+@pytest.mark.parametrize('sparse', (False, True))
 @pytest.mark.parametrize('seed', range(20))
-def test_usage_added_beside_a_column_reads_as_the_column_with_it_added(seed):
+def test_usage_added_beside_a_column_reads_as_the_column_with_it_added(seed, sparse):
     rng = random.Random(seed)
     candidates, catalog, _ = random_cloud(rng, rng.randint(1, 12))
     table = HostTable(candidates, catalog)
-    n = len(table)
     expected = table.column('VCPU', 'used').copy()
+    capacity = table.column('VCPU', 'capacity').copy()
+    if sparse:
+        # A provider view's table: each request forks it, and what a fork adds or
+        # makes whole is the fork's own.
+        shared = with_sparse_columns(table)
+        table = shared.fork(requests=[], summaries={})
+    n = len(table)
     for _ in range(rng.randint(0, 3 * n)):
         row, amount = rng.randrange(n), rng.randint(-2, 5)
         table.add_used('VCPU', row, amount)
@@ -453,5 +475,10 @@ def test_usage_added_beside_a_column_reads_as_the_column_with_it_added(seed):
                      np.array(sorted(set(picked)), dtype=np.intp)):
             assert table.used_at('VCPU', rows).tolist() == expected[rows].tolist()
             assert table.free_at('VCPU', rows).tolist() == (
-                table.column('VCPU', 'capacity')[rows] - expected[rows]).tolist()
+                capacity[rows] - expected[rows]).tolist()
+            assert table.capacity_at('VCPU', rows).tolist() == capacity[rows].tolist()
     assert table.column('VCPU', 'used').tolist() == expected.tolist()
+    assert table.column('VCPU', 'capacity').tolist() == capacity.tolist()
+    if sparse:
+        assert isinstance(shared.used['VCPU'], SparseColumn)
+        assert isinstance(shared.capacity['VCPU'], SparseColumn)
