@@ -188,7 +188,7 @@ def summaries(snapshot: ProviderSnapshot, roots: list[int],
     for rc, inv in snapshot.inventories.items():
         positions, present = inv.locate(at)
         if present.any():
-            classes.append((rc, present.tolist(), inv.capacity[positions].tolist(),
+            classes.append((rc, present.tolist(), inv.capacity(positions).tolist(),
                             inv.used[positions].tolist()))
     roots_of = snapshot.roots[at].tolist()
     traits = snapshot.traits
@@ -214,7 +214,7 @@ def provider_summary(snapshot: ProviderSnapshot, row: int, overlay: Overlay) -> 
         inv = snapshot.inventories[rc]
         at = inv.position(row)
         if at is not None:
-            resources[rc] = {'capacity': int(inv.capacity[at]),
+            resources[rc] = {'capacity': int(inv.capacity(at)),
                              'used': int(inv.used[at]) + claimed.get(rc, 0)}
     return {'resources': resources,
             'traits': list(snapshot.traits.of(row)),

@@ -339,4 +339,4 @@ class _Room:
         # rounds it, and max_unit for what several groups take together. Below -1
         # it says no more than -1 does (no room), and a provider without room is
         # no slot's candidate.
-        return max(min(int(inv.capacity[at]) - self._claimed.used(at), int(inv.max_unit[at])), -1)
+        return max(min(int(inv.capacity(at)) - self._claimed.used(at), int(inv.max_unit[at])), -1)

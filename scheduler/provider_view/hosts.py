@@ -181,7 +181,7 @@ def _usage_columns(snapshot: ProviderSnapshot, roots: np.ndarray, row_of: np.nda
                 used[rc] = since[1].used[rc]
                 continue
         else:
-            capacity[rc] = _per_row(snapshot, inv, inv.capacity, roots, row_of)
+            capacity[rc] = _per_row(snapshot, inv, inv.capacity(), roots, row_of)
         used[rc] = _per_row(snapshot, inv, inv.used, roots, row_of)
     return capacity, used
 

@@ -64,10 +64,13 @@ class Inventory:
     def __len__(self) -> int:
         return len(self.rows)
 
-    @functools.cached_property
-    def capacity(self) -> np.ndarray:
-        """What Placement's provider summary says: ``int((total - reserved) * ratio)``."""
-        return self.limit.astype(np.int64)
+    def capacity(self, positions: Any = slice(None)) -> np.ndarray:
+        """What Placement's provider summary says at ``positions`` (all by default):
+        ``int((total - reserved) * ratio)``. Made when asked, not kept beside
+        :attr:`limit`: the host table sums it per tree once per inventory change, and
+        a summary reads a few positions (kept, it was 1.7 MB of every worker at
+        50,000 nested hosts)."""
+        return self.limit[positions].astype(np.int64)
 
     @functools.cached_property
     def limit(self) -> np.ndarray:
@@ -106,9 +109,9 @@ class Inventory:
 
     def with_used(self, used: np.ndarray) -> Inventory:
         """This inventory with other usage; what derives from the inventory alone
-        (capacity, limit) is shared, not computed again."""
+        (limit, unit bounds) is shared, not computed again."""
         inventory = replace(self, used=used)
-        for derived in ('capacity', 'limit', 'unit_bounds'):
+        for derived in ('limit', 'unit_bounds'):
             if derived in self.__dict__:
                 inventory.__dict__[derived] = self.__dict__[derived]
         return inventory
