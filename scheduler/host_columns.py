@@ -44,10 +44,26 @@ class SparseColumn:
     def take(self, rows: np.ndarray) -> np.ndarray:
         """The values at ``rows`` (any order, repeats allowed), as a new int64 array."""
         found = np.zeros(len(rows), dtype=np.int64)
-        if len(self.rows) and len(rows):
-            at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
-            hit = self.rows[at] == rows
-            found[hit] = self.values[at[hit]]
+        if not len(self.rows) or not len(rows):
+            return found
+        if len(rows) >= self.length // 16:
+            # Many of the hosts (a weigher reading every host that passed the
+            # filters): a whole column made and dropped took a fifth of the time of
+            # a search (0.05 against 0.23 ms at 48,000 rows of 50,000, 9,000 held).
+            return self.dense()[rows]
+        if len(rows) > len(self.rows) and bool(np.all(rows[1:] > rows[:-1])):
+            # Rows ascending, each once (the hosts that passed the filters): the few
+            # held rows looked up among them rather than each of them among the
+            # held rows.
+            at = np.searchsorted(rows, self.rows)
+            inside = at < len(rows)
+            at, held, values = at[inside], self.rows[inside], self.values[inside]
+            hit = rows[at] == held
+            found[at[hit]] = values[hit]
+            return found
+        at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+        hit = self.rows[at] == rows
+        found[hit] = self.values[at[hit]]
         return found
 
     def at(self, row: int) -> int:

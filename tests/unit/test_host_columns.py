@@ -17,11 +17,13 @@ def dense_sum(length: int, rows: list[int], values: list[int]) -> np.ndarray:
     return column
 
 
-@pytest.mark.parametrize('seed', range(60))
+@pytest.mark.parametrize('seed', range(100))
 def test_summed_rows_read_as_the_dense_sum_of_the_same_values(seed):
     rng = random.Random(seed)
-    length = rng.randint(0, 80)
-    held = rng.sample(range(length), rng.randint(0, length))
+    length = rng.randint(0, 800)
+    # Few held (a PCI class), or any share of the rows.
+    count = rng.choice((rng.randint(0, length // 40), rng.randint(0, length)))
+    held = rng.sample(range(length), count)
     once = rng.random() < 0.4
     # A tree's providers add to its row (nested), or each row once (flat); values up
     # to Placement's largest capacities, and sums past 32 bits.
@@ -39,9 +41,13 @@ def test_summed_rows_read_as_the_dense_sum_of_the_same_values(seed):
     dense = column.dense() if sparse else column
     assert dense.dtype == np.int64 and dense.tolist() == expected.tolist()
     if sparse:
-        picked = np.array([rng.randrange(length) for _ in range(rng.randint(0, 2 * length))]
-                          if length else [], dtype=np.intp)
-        assert column.take(picked).tolist() == expected[picked].tolist()
+        # A few rows (a host's claims), or many (every host a weigher reads); in any
+        # order with repeats, and ascending, each once (what the filters let through).
+        for count in (rng.randint(0, max(0, length // 16 - 1)), rng.randint(0, 2 * length)):
+            picked = [rng.randrange(length) for _ in range(count)] if length else []
+            for rows in (picked, sorted(set(picked))):
+                at = np.array(rows, dtype=np.intp)
+                assert column.take(at).tolist() == expected[at].tolist()
         assert [column.at(row) for row in range(length)] == expected.tolist()
 
 
