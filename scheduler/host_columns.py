@@ -8,9 +8,10 @@ dense int64 columns those were zeros for the most part, and the largest part
 of a worker's own state that grew with the cloud (doc/performance.md, *Where a
 worker's memory goes*); each read of changes made new usage columns of the
 classes that moved, every one the size of the cloud. A :class:`SparseColumn`
-holds only the hosts that have the class: their rows and values. It is read a
-few rows at a time (the filters' and weighers' rows), and made whole only for
-a plugin that asks for the whole column, in that request's own table.
+holds only the hosts that have the class: their rows and values. A read of some
+rows (the filters' and weighers' rows) takes their values, through a whole column
+made and dropped when they are many; a plugin that asks for the whole column gets
+one kept in that request's own table.
 """
 from __future__ import annotations
 
