@@ -35,10 +35,6 @@ class SparseColumn:
     values: np.ndarray
     length: int
 
-    @classmethod
-    def empty(cls, length: int) -> SparseColumn:
-        return cls(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), length)
-
     def __len__(self) -> int:
         return self.length
 
@@ -52,19 +48,7 @@ class SparseColumn:
             # filters): a whole column made and dropped took a fifth of the time of
             # a search (0.05 against 0.23 ms at 48,000 rows of 50,000, 9,000 held).
             return self.dense()[rows]
-        if len(rows) > len(self.rows) and bool(np.all(rows[1:] > rows[:-1])):
-            # Rows ascending, each once (the hosts that passed the filters): the few
-            # held rows looked up among them rather than each of them among the
-            # held rows.
-            at = np.searchsorted(rows, self.rows)
-            inside = at < len(rows)
-            at, held, values = at[inside], self.rows[inside], self.values[inside]
-            hit = rows[at] == held
-            found[at[hit]] = values[hit]
-            return found
-        at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
-        hit = self.rows[at] == rows
-        found[hit] = self.values[at[hit]]
+        add_at_keys(found, rows, self.rows, self.values)
         return found
 
     def at(self, row: int) -> int:
@@ -79,6 +63,27 @@ class SparseColumn:
         column = np.zeros(self.length, dtype=np.int64)
         column[self.rows] = self.values
         return column
+
+
+def add_at_keys(into: np.ndarray, rows: np.ndarray, keys: np.ndarray,
+                amounts: np.ndarray) -> None:
+    """Add ``amounts`` (aligned with ``keys``: rows ascending, each once) to ``into``
+    (aligned with ``rows``) wherever ``rows`` names one of ``keys``."""
+    if not len(keys) or not len(rows):
+        return
+    if len(rows) > len(keys) and bool(np.all(rows[1:] > rows[:-1])):
+        # Rows ascending, each once (the hosts that passed the filters, which the
+        # weighers read): the few keys looked up among them, not every row among
+        # the keys, a tenth of the time at 50,000 rows and 500 keys.
+        at = np.searchsorted(rows, keys)
+        inside = at < len(rows)
+        at, keys, amounts = at[inside], keys[inside], amounts[inside]
+        hit = rows[at] == keys
+        into[at[hit]] += amounts[hit]
+        return
+    at = np.minimum(np.searchsorted(keys, rows), len(keys) - 1)
+    hit = keys[at] == rows
+    into[hit] += amounts[at[hit]]
 
 
 #: A host table's capacity or usage column of one class.

@@ -35,7 +35,7 @@ import numpy as np
 
 from placement_client.models import AllocationRequest, Candidates, summary_from_json
 from scheduler.filters.base import host_label
-from scheduler.host_columns import ClassColumn, SparseColumn
+from scheduler.host_columns import ClassColumn, SparseColumn, add_at_keys
 from scheduler.host_state import SHARING_TRAIT, HostData, HostRecord, HostState
 from scheduler.objects.pci import free_devices
 
@@ -421,21 +421,7 @@ class HostTable:
         if self._added.get(rc) and len(rows):
             # As columns: a busy worker's claims since the read (its siblings' too)
             # are hundreds of rows, and the claim order reads thousands of rows at once.
-            claimed, amounts = self._sorted_additions(rc)
-            if len(rows) > len(claimed) and bool(np.all(rows[1:] > rows[:-1])):
-                # Rows ascending, each once (the hosts that passed the filters, which
-                # the weighers read): the few claimed rows looked up among them, not
-                # every row among the claimed ones, a tenth of the time at 50,000
-                # rows and 500 claimed.
-                at = np.searchsorted(rows, claimed)
-                inside = at < len(rows)
-                at, claimed, amounts = at[inside], claimed[inside], amounts[inside]
-                hit = rows[at] == claimed
-                values[at[hit]] += amounts[hit]
-                return values
-            at = np.minimum(np.searchsorted(claimed, rows), len(claimed) - 1)
-            hit = claimed[at] == rows
-            values[hit] += amounts[at[hit]]
+            add_at_keys(values, rows, *self._sorted_additions(rc))
         return values
 
     def _sorted_additions(self, rc: str) -> tuple[np.ndarray, np.ndarray]:

@@ -61,7 +61,9 @@ def test_what_a_sparse_column_hands_out_is_a_copy():
 
 
 def test_an_empty_column_holds_zeros_everywhere():
-    column = SparseColumn.empty(3)
+    column = summed(3, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64))
+
+    assert isinstance(column, SparseColumn)
 
     assert column.take(np.array([2, 0, 2])).tolist() == [0, 0, 0]
     assert column.at(1) == 0
