@@ -59,7 +59,7 @@ class SnapshotHosts:
         """These hosts with ``snapshot``'s capacity and usage (the same providers) and
         the rows of the hosts the catalog changed since this table's version read
         again; None when the catalog changed more than named hosts."""
-        table = self.table
+        table, hashes = self.table, self.host_hashes
         if version != self.catalog_version:
             changed = catalog.changed_hosts_since(self.catalog_version)
             if changed is None:
@@ -69,10 +69,19 @@ class SnapshotHosts:
             rows = [row for row in candidates.tolist() if names[row] in changed]
             if rows:
                 table = table.with_rows(rows, catalog)
+                # A node moved to another service host is a change of everything to
+                # the catalog (a new build); were it ever a named change, the row must
+                # still be found by its new name. Otherwise the same array: its identity
+                # stands for the build's host names (reach.HeldRows).
+                renamed = [row for row in rows if table.host_names[row] != names[row]]
+                if renamed:
+                    hashes = hashes.copy()
+                    hashes[renamed] = [hash(table.host_names[row]) for row in renamed]
         if snapshot is not self.snapshot:
             table = table.with_usage(*_usage_columns(snapshot, self.roots, self.row_of,
                                                      since=(self.snapshot, table)))
-        return replace(self, snapshot=snapshot, catalog_version=version, table=table)
+        return replace(self, snapshot=snapshot, catalog_version=version, table=table,
+                       host_hashes=hashes)
 
     def view(self, matching: np.ndarray, resources: Mapping[str, int],
              overlay: Overlay, *, busy: bool = False,

@@ -69,6 +69,58 @@ class OutOfReach:
                 if uuids[row] in roots}
 
 
+@dataclass(frozen=True)
+class HeldRows:
+    """The table rows of the held hosts among a table's hosts, each with its host (an
+    index into ``names``): what :func:`out_of_reach` needs of them that a read of new
+    usage does not move. Found once per held set and table build (a search of 50,000
+    names' hashes), not before each request."""
+
+    #: the :attr:`SnapshotHosts.host_hashes` they were found in (its identity names
+    #: the table build, and so these rows' hosts)
+    hashes: np.ndarray
+    held: Collection[str]
+    #: table rows of held hosts, ascending
+    rows: np.ndarray
+    #: per row, its host's index in ``names``
+    codes: np.ndarray
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, hosts: SnapshotHosts, held: Collection[str]) -> HeldRows:
+        wanted = set(held)
+        names = hosts.table.host_names
+        # By the hash of its name first (hosts.py keeps no dict of 50,000 names).
+        candidates = np.flatnonzero(np.isin(hosts.host_hashes, [hash(h) for h in wanted]))
+        rows = [row for row in candidates.tolist() if names[row] in wanted]
+        code_of: dict[str, int] = {}
+        codes = [code_of.setdefault(names[row], len(code_of)) for row in rows]
+        return cls(hosts.host_hashes, held, np.asarray(rows, dtype=np.intp),
+                   np.asarray(codes, dtype=np.intp), tuple(code_of))
+
+    def fits(self, hosts: SnapshotHosts, held: Collection[str]) -> bool:
+        """Whether these are ``held``'s rows in ``hosts`` (a table of the same build)."""
+        return self.hashes is hosts.host_hashes and self.held is held
+
+    def out_of_reach(self, hosts: SnapshotHosts, forbidden: Collection[str]
+                     ) -> OutOfReach | None:
+        """:func:`out_of_reach` of these hosts in ``hosts`` (for which :meth:`fits`)."""
+        if not len(self.rows) or not forbidden:
+            return None
+        snapshot = hosts.snapshot
+        roots = hosts.roots[self.rows]
+        marked = np.zeros(len(roots), dtype=bool)
+        for trait in forbidden:
+            marked |= snapshot.with_trait(trait)[roots]
+        # A host is out of reach when none of its roots is left unmarked.
+        open_roots = np.bincount(self.codes[~marked], minlength=len(self.names))
+        out = marked & (open_roots[self.codes] == 0)
+        if not out.any():
+            return None
+        owners = tuple(self.names[code] for code in self.codes[out].tolist())
+        return OutOfReach(snapshot, frozenset(owners), roots[out], owners)
+
+
 def out_of_reach(hosts: SnapshotHosts, held: Collection[str],
                  forbidden: Collection[str]) -> OutOfReach | None:
     """Of ``held`` (service hosts), those with a root in ``hosts``' snapshot and a
@@ -76,29 +128,4 @@ def out_of_reach(hosts: SnapshotHosts, held: Collection[str],
     with no root in the snapshot is not among them: Placement may know one."""
     if not held or not forbidden:
         return None
-    snapshot = hosts.snapshot
-    marked = np.zeros(len(snapshot), dtype=bool)
-    for trait in forbidden:
-        marked |= snapshot.with_trait(trait)
-    if not marked.any():
-        return None
-    wanted = set(held)
-    names = hosts.table.host_names
-    roots_of: dict[str, list[int]] = {}
-    # A host's table rows, by the hash of its name first (hosts.py keeps no dict of
-    # 50,000 names).
-    candidates = np.flatnonzero(np.isin(hosts.host_hashes, [hash(h) for h in wanted]))
-    for row in candidates.tolist():
-        name = names[row]
-        if name in wanted:
-            roots_of.setdefault(name, []).append(int(hosts.roots[row]))
-    owners: list[str] = []
-    rows: list[int] = []
-    for host, roots in roots_of.items():
-        if marked[roots].all():
-            owners.extend([host] * len(roots))
-            rows.extend(roots)
-    if not owners:
-        return None
-    return OutOfReach(snapshot, frozenset(owners), np.asarray(rows, dtype=np.intp),
-                      tuple(owners))
+    return HeldRows.of(hosts, held).out_of_reach(hosts, forbidden)

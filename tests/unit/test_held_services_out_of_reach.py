@@ -10,8 +10,10 @@ The NovaSync side of it, on a cell database: tests/unit/test_services_between_sc
 """
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from scheduler.catalog.hosts_file import HostsFileContent
 from scheduler.catalog.nova_api import ServiceState
 from scheduler.host_state import HostRecord
 from scheduler.provider_view.hosts import ViewTables
-from scheduler.provider_view.reach import out_of_reach
+from scheduler.provider_view.reach import HeldRows, out_of_reach
 from scheduler.provider_view.view import ProviderView
 from tests.builders import SERVICE_CELL, compute_filtered_manager, select, user_spec, uuid_for
 from tests.unit.test_provider_view import Reads, snapshot
@@ -105,6 +107,92 @@ def test_placement_s_answer_reaches_the_hosts_left_out_it_holds_a_root_of():
     assert found.reachable_in_roots({uuid_for('a'), uuid_for('b')}) == {'a'}
     # A root the snapshot does not hold may be a new node of a host left out.
     assert found.reachable_in_roots({uuid_for('b'), uuid_for('new')}) == {'a'}
+
+
+def out_by_definition(hosts, held, forbidden) -> dict[str, set[int]]:
+    """Held host -> its roots' snapshot rows, for each held host with a root in the
+    table and a forbidden trait on every one of them, worked out the long way."""
+    roots: dict[str, set[int]] = {}
+    for row, name in enumerate(hosts.table.host_names):
+        if name in held:
+            roots.setdefault(name, set()).add(int(hosts.roots[row]))
+    return {name: rows for name, rows in roots.items()
+            if all(set(hosts.snapshot.traits.of(r)) & set(forbidden) for r in rows)}
+
+
+def as_found(found) -> dict[str, set[int]]:
+    if found is None:
+        return {}
+    assert set(found.owners) == found.hosts and len(found.owners) == len(found.rows)
+    out: dict[str, set[int]] = {}
+    for owner, row in zip(found.owners, found.rows.tolist(), strict=True):
+        out.setdefault(owner, set()).add(row)
+    return out
+
+
+def test_held_hosts_are_out_of_reach_when_every_root_carries_a_forbidden_trait():
+    # Random clouds: service hosts of one to three nodes, traits from a few, held
+    # hosts with and without roots in the view, and a later read of the same
+    # providers with other traits, which keeps the held hosts' rows found before.
+    rng = random.Random(20261204)
+    kinds = [DISABLED, 'CUSTOM_A', 'CUSTOM_B']
+
+    def traits(nodes):
+        return {node: set(rng.sample(kinds, rng.randint(0, 2))) for node, _ in nodes}
+
+    for _ in range(60):
+        nodes = [(f'n{i}', f'h{rng.randrange(12)}') for i in range(rng.randint(1, 24))]
+        catalog = catalog_of(*nodes)
+        tables = ViewTables()
+        first = snapshot(*((node, 8, 0) for node, _ in nodes), traits=traits(nodes))
+        before = tables.hosts(first, catalog, default_availability_zone='nova')
+        held = rng.sample([f'h{i}' for i in range(14)], rng.randint(0, 14))
+        forbidden = set(rng.sample(kinds, rng.randint(0, 2)))
+        rows = HeldRows.of(before, held)
+        assert as_found(out_of_reach(before, held, forbidden)) == as_found(
+            rows.out_of_reach(before, forbidden)) == out_by_definition(before, held, forbidden)
+
+        second = snapshot(*((node, 8, rng.randint(0, 4)) for node, _ in nodes),
+                          traits=traits(nodes)).sharing_providers_of(first)
+        after = tables.hosts(second, catalog, default_availability_zone='nova')
+        assert rows.fits(after, held) and not rows.fits(after, list(held))
+        assert as_found(rows.out_of_reach(after, forbidden)) == out_by_definition(
+            after, held, forbidden)
+
+
+def test_a_table_that_read_a_host_s_row_again_finds_the_host_by_its_name_then():
+    catalog = catalog_of(('n1', 'a'), ('n2', 'b'))
+    tables = ViewTables()
+    before = tables.hosts(snapshot(('n1', 8, 0), ('n2', 8, 0), traits={'n1': {DISABLED}}),
+                          catalog, default_availability_zone='nova')
+
+    class Moved:
+        """The catalog as one that said n1 moved to service host c as a named change
+        (this catalog makes it a change of everything; the table must not rely on it)."""
+
+        def __init__(self, catalog):
+            self.catalog = catalog
+
+        def versions(self):
+            return ('moved', self.catalog.versions())
+
+        def changed_hosts_since(self, version):
+            return {'a', 'c'}
+
+        def host_rows(self, uuids):
+            return [(replace(record, service_host='c') if record.service_host == 'a'
+                     else record, *rest) for record, *rest in self.catalog.host_rows(uuids)]
+
+        def __getattr__(self, name):
+            return getattr(self.catalog, name)
+
+    moved = Moved(catalog)
+    after = tables.hosts(before.snapshot, moved, default_availability_zone='nova')
+
+    assert after.table.host_names == ['c', 'b']
+    assert as_found(out_of_reach(after, ['c'], FORBIDDEN)) == {'c': {0}}
+    assert out_of_reach(after, ['a'], FORBIDDEN) is None
+    assert not HeldRows.of(before, ['c']).fits(after, ['c'])
 
 
 class HeldServices:
