@@ -14,7 +14,8 @@ requests of those it looks at) and then the table of its hosts
 
 Rows before those: what a worker spends taking a read of changes from the
 service's provider view reader into that snapshot (:data:`TAKEN` providers read
-again; scheduler/catalog/shared_provider_reads.py), and what the table of a
+again; scheduler/catalog/shared_provider_reads.py), finding the held hosts no
+answer can be on (:func:`reach_costs`), and what the table of a
 request's hosts costs after a request that asks for NUMA or PCI read its
 candidates' cell database rows again (:func:`refresh_costs`).
 
@@ -52,6 +53,8 @@ from bench.view import kinds_for, option_default, pick
 from scheduler.catalog import HostCatalog
 from scheduler.catalog.cell_db import ComputeNodeData
 from scheduler.catalog.provider_changes import Changes
+from scheduler.provider_view.hosts import ViewTables
+from scheduler.provider_view.reach import HeldRows
 from scheduler.provider_view.snapshot import Keyed, ProviderSnapshot
 from scheduler.provider_view.view import ProviderView
 from scheduler.request.filters import load_request_filters, run_request_filters
@@ -139,6 +142,7 @@ def run(opts: Options) -> list[Row]:
         profiler.disable()
         profiler.dump_stats(opts.profile)
     rows = take_costs(snapshot, np.random.default_rng(opts.seed))
+    rows += reach_costs(cloud, snapshot, catalog)
     rows += refresh_costs(cloud, catalog, [decide for _, decide in requests], rng)
     everything = [s for samples in spent.values() for s in samples]
     for name, samples in sorted(spent.items()) + [('the workload\'s mix', everything)]:
@@ -173,6 +177,34 @@ def take_costs(snapshot: ProviderSnapshot, rng: np.random.Generator,
         rows.append(Row(f'take in a read of changes: {size} providers', len(snapshot),
                         statistics.median(spent), note=f'median of {repeat}, CPU ms'))
     return rows
+
+
+def reach_costs(cloud: SyntheticCloud, snapshot: ProviderSnapshot, catalog: HostCatalog,
+                repeat: int = 21) -> list[Row]:
+    """What a request spends finding the held hosts no answer of it can be on
+    (:meth:`ProviderView.out_of_reach`, scheduler/provider_view/reach.py): held, the
+    cloud's disabled or forced-down computes; forbidden on roots, the trait of a
+    disabled compute. Their rows found afresh (a table built, or a new held set)
+    and kept (a read of new usage since)."""
+    hosts = ViewTables().hosts(snapshot, catalog, default_availability_zone='nova')
+    held = frozenset(h.name for h in cloud.hosts if h.disabled or h.forced_down)
+    forbidden = frozenset({DISABLED_TRAIT})
+    kept = HeldRows.of(hosts, held)
+    spent: dict[str, list[float]] = {'found afresh': [], 'rows kept': []}
+    for _ in range(repeat):
+        begin = time.process_time()
+        afresh = HeldRows.of(hosts, held).out_of_reach(hosts, forbidden)
+        middle = time.process_time()
+        again = kept.out_of_reach(hosts, forbidden)
+        end = time.process_time()
+        if (afresh and afresh.hosts) != (again and again.hosts):
+            raise AssertionError('the held hosts out of reach differ with the rows kept')
+        spent['found afresh'].append((middle - begin) * 1000)
+        spent['rows kept'].append((end - middle) * 1000)
+    return [Row(f'held hosts out of reach: {label}', len(cloud.hosts), statistics.median(values),
+                note=f'median of {repeat}, CPU ms; {len(held)} held, '
+                     f'{len(afresh.hosts) if afresh else 0} out of reach')
+            for label, values in spent.items()]
 
 
 #: Candidates' rows a request that asks for NUMA or PCI reads again from the cell

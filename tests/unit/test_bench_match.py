@@ -13,6 +13,8 @@ def test_every_nested_kind_is_matched_and_tabled_in_process():
     matched = {r.name for r in rows if r.name.startswith('match: ')}
     assert {f'match: {kind.name}' for kind, _ in NESTED_KINDS} <= matched
     assert "match: the workload's mix" in matched
+    assert {'held hosts out of reach: found afresh', 'held hosts out of reach: rows kept'} <= {
+        r.name for r in rows}
     assert all(r.ours_ms is not None and r.ours_ms > 0 for r in rows)
 
 
