@@ -88,11 +88,8 @@ class HeldRows:
 
     @classmethod
     def of(cls, hosts: SnapshotHosts, held: Collection[str]) -> HeldRows:
-        wanted = set(held)
         names = hosts.table.host_names
-        # By the hash of its name first (hosts.py keeps no dict of 50,000 names).
-        candidates = np.flatnonzero(np.isin(hosts.host_hashes, [hash(h) for h in wanted]))
-        rows = [row for row in candidates.tolist() if names[row] in wanted]
+        rows = hosts.rows_of_hosts(held)
         code_of: dict[str, int] = {}
         codes = [code_of.setdefault(names[row], len(code_of)) for row in rows]
         return cls(hosts.host_hashes, held, np.asarray(rows, dtype=np.intp),
