@@ -114,6 +114,31 @@ def test_nova_aggregates_replace_the_file_s_by_uuid_and_add_their_own(file_catal
     assert [a.uuid for a in file_catalog.aggregates_for_host('compute-01')] == [AGG2]
 
 
+def test_a_snapshot_of_the_same_aggregates_keeps_the_objects_the_catalog_holds(catalog):
+    apply(catalog, snapshot(aggregates=[agg(AGG, ['h1', 'h2'], 'az1'),
+                                        agg(AGG2, ['h2'], id=2)]))
+    held = catalog.aggregates_for_host('h2')
+    # The next minute's sync: new objects, equal to the last.
+    apply(catalog, snapshot(aggregates=[agg(AGG, ['h1', 'h2'], 'az1'),
+                                        agg(AGG2, ['h2'], id=2)]))
+    assert all(now is before for now, before in
+               zip(catalog.aggregates_for_host('h2'), held, strict=True))
+
+
+@pytest.mark.parametrize('moved', [
+    pytest.param([agg(AGG, ['h1'], 'az1'), agg(AGG2, ['h2', 'h3'], id=2)], id='member'),
+    pytest.param([agg(AGG, ['h1', 'h2'], 'az2'), agg(AGG2, ['h3'], id=2)], id='metadata'),
+    pytest.param([agg(AGG, ['h1', 'h2'], 'az1')], id='aggregate-gone'),
+])
+def test_a_snapshot_that_moves_anything_of_an_aggregate_is_taken(catalog, moved):
+    apply(catalog, snapshot(aggregates=[agg(AGG, ['h1', 'h2'], 'az1'),
+                                        agg(AGG2, ['h3'], id=2)]))
+    apply(catalog, snapshot(aggregates=moved))
+    for host in ('h1', 'h2', 'h3'):
+        assert catalog.aggregates_for_host(host) == [
+            a for a in moved if host in a.hosts]
+
+
 def test_casts_before_the_read_began_are_superseded_by_the_snapshot(catalog):
     catalog.update_aggregates([agg(AGG, ['h1'], 'old-cast')])
     mark = catalog.cast_mark()
