@@ -44,3 +44,27 @@ def test_live_services_report_in_turn_and_down_ones_stay_silent():
             assert now == was
         else:
             assert {**now, 'updated_at': None} == {**was, 'updated_at': None}
+
+
+def test_the_answer_is_the_services_serialised_whole_and_joined_only_when_read():
+    nova = PreSerialisedNova(token='token')
+    nova.services = [samples.compute_service(f'compute{i}', up=i % 3 != 0,
+                                             reason='a "quoted" reason' if i == 4 else None,
+                                             updated_at='2026-11-27T12:00:00.000000')
+                     for i in range(6)]
+    nova.report(interval=0.2, ticks=2)
+    try:
+        deadline = time.monotonic() + 30
+        while all(s['updated_at'].startswith('2026-11-27') for s in nova.services):
+            assert time.monotonic() < deadline, 'no heartbeat in 30 s'
+            time.sleep(0.05)
+        # Heartbeats since the start, no read: nothing joined since report's own.
+        assert nova.services_joined == 1
+        status, data = nova.answer_bytes(PATH, HEADERS)
+        assert nova.services_joined == 2
+    finally:
+        nova.stop()
+    assert status == 200
+    whole = json.loads(data)['services']
+    assert data == json.dumps({'services': whole}).encode()
+    assert any(not s['updated_at'].startswith('2026-11-27') for s in whole)
