@@ -452,18 +452,23 @@ def claim_first_of(session, dep: deploy.Deployment, candidates: list) -> str:
     consumer, trying the next after a 409; the consumer's uuid."""
     consumer = str(uuidlib.uuid4())
     for candidate in candidates:
-        body = {'allocations': candidate['allocations'],
-                'project_id': deploy.PROJECT_ID, 'user_id': deploy.USER_ID,
-                'consumer_generation': None}
-        if candidate.get('mappings'):
-            body['mappings'] = candidate['mappings']
-        put = session.put(f'{dep.url}/allocations/{consumer}', json=body)
-        if put.status_code == 204:
+        if put_allocations(session, dep, consumer, candidate):
             return consumer
-        if put.status_code != 409:
-            raise RuntimeError(f'PUT /allocations answered {put.status_code}: '
-                               f'{put.text[:200]}')
     raise RuntimeError(f'{len(candidates)} candidates in a row were refused (409)')
+
+
+def put_allocations(session, dep: deploy.Deployment, consumer: str, candidate: dict) -> bool:
+    """Claim ``candidate`` (an allocation request) for the new ``consumer``: True when
+    Placement accepted it, False when it refused it (409); RuntimeError otherwise."""
+    body = {'allocations': candidate['allocations'],
+            'project_id': deploy.PROJECT_ID, 'user_id': deploy.USER_ID,
+            'consumer_generation': None}
+    if candidate.get('mappings'):
+        body['mappings'] = candidate['mappings']
+    put = session.put(f'{dep.url}/allocations/{consumer}', json=body)
+    if put.status_code not in (204, 409):
+        raise RuntimeError(f'PUT /allocations answered {put.status_code}: {put.text[:200]}')
+    return put.status_code == 204
 
 
 def _phase_note(phase: _Phase, statuses: Counter, clients: int) -> str:
