@@ -527,7 +527,7 @@ def _claim(session: Any, dep: deploy.Deployment, claims: OwnClaims, kind: Kind) 
             claims.landed(host, allocation, accepted=accepted)
         if accepted:
             return consumer
-    raise RuntimeError('3 hosts in a row were refused (409)')
+    raise RuntimeError('3 claims in a row were refused (409)')
 
 
 def _get_put_phase(dep: deploy.Deployment, queries: list[str], clients: int, seconds: float,

@@ -100,7 +100,7 @@ def test_a_refused_claim_is_tried_again_and_only_the_accepted_one_counts():
 def test_three_refusals_in_a_row_fail_the_decision():
     claims = OwnClaims([host(0, vcpus_free=4)], [SMALL], random.Random(1))
 
-    with pytest.raises(RuntimeError, match='3 hosts in a row were refused'):
+    with pytest.raises(RuntimeError, match='3 claims in a row were refused'):
         _claim(RefusesFirst(refusals=3), SimpleNamespace(url='http://placement'), claims,
                SMALL)
     assert claims.draw(SMALL)[0].index == 0
