@@ -20,7 +20,10 @@ one instance a call, back to back. In this order, each phase from a
    no query), the least any scheduler that Placement arbitrates must pay per decision;
 4. the service with the provider view, the same window and workload as 1;
    where the machine's CPU went (bench.cpu); then phase 3 once more, and the
-   window held to the mean of the two ceilings (the machine's speed drifts);
+   window held to the mean of the two ceilings (the machine's speed drifts).
+   With ``--slices N``, the window in N slices between N + 1 slices of phase 3
+   instead (phase 3 is then not measured before the service starts): each slice
+   held to the two ceiling slices beside it, seconds away (bench.interleave);
 5. the same service going on until the cloud is ``fill_to`` full (its memory:
    the share of MEMORY_MB capacity allocated, the class this cloud runs out of
    first) or ``fill_seconds`` have passed: throughput, latency, refused claims
@@ -88,6 +91,7 @@ import re
 import statistics
 import sys
 import threading
+import time
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -104,6 +108,7 @@ from bench.e2e import (
     claim_first_of,
     put_allocations,
 )
+from bench.interleave import held_to_neighbours, merged
 from bench.memory import read_memory
 from bench.report import Row, render, write_json
 from bench.synthetic import SyntheticHost, SyntheticProvider
@@ -712,6 +717,16 @@ class Options:
     #: i), reading bench.host_data's stand-in compute API and cell database of the
     #: seeded cloud: whether the targets hold with them on.
     sources: bool = False
+    #: Where the view is held to the PUT-only ceiling: its window (phase 4) in this many
+    #: slices of ``seconds / slices`` each, between ``slices + 1`` slices of that ceiling
+    #: as long, all with the view's service up and idle between its own slices (as the
+    #: ceiling measured again after the window always was); each slice is held to the
+    #: two ceiling slices beside it (bench.interleave). 1: one window between one
+    #: ceiling before the service started and one after the window.
+    slices: int = 1
+    #: The warm-up of every slice but the first of each kind: the service, Placement and
+    #: the database are warm by then; the clients' loops are new.
+    slice_warmup: float = 10.0
 
 
 def start_fill_for(providers: int, opts: Options) -> float:
@@ -861,12 +876,14 @@ class _Run:
                  + f'; cores used: {cpu.describe(cores)}')
         return query_ceiling, self.claim_ceiling(), get_p50
 
-    def claim_ceiling(self, when: str = '') -> _Phase:
+    def claim_ceiling(self, when: str = '', *, seconds: float | None = None,
+                      warmup: float | None = None) -> _Phase:
         opts = self.opts
         self.fresh()
         with cpu.used() as cores:
-            claim_ceiling, statuses = _put_only_phase(self.dep, opts.clients, opts.seconds,
-                                                      opts.warmup, opts.seed, self.kinds)
+            claim_ceiling, statuses = _put_only_phase(
+                self.dep, opts.clients, opts.seconds if seconds is None else seconds,
+                opts.warmup if warmup is None else warmup, opts.seed, self.kinds)
         self.row('Placement ceiling, PUT only (an arbiter)' + (f', {when}' if when else ''),
                  claim_ceiling.rate, unit='req/s',
                  note=_phase_note(claim_ceiling, statuses, opts.clients)
@@ -874,19 +891,38 @@ class _Run:
         return claim_ceiling
 
     # 4. --------------------------------------------------------------------------
-    def view_window(self, client: Any, label: str = 'provider view', svc: Any = None
+    def view_window(self, client: Any, label: str = 'provider view', svc: Any = None, *,
+                    slices: int = 1, between: Callable[[_Phase], None] | None = None
                     ) -> tuple[_Phase, Counter, Counter]:
+        """The window of ``seconds``, in ``slices`` slices each from a fresh database,
+        ``between`` called after each with that slice's phase; the rows of the whole."""
         opts = self.opts
-        self.fresh()
         outcomes: Counter = Counter()
         before = _scraped(svc)
-        with cpu.used() as cores:
-            phase = _closed_loop(opts.clients, opts.seconds, opts.warmup,
-                                 _service_decide(client, _Rngs(opts.seed), self.kinds,
-                                                 outcomes))
-        calls = self.log.read_new()
-        statuses, refusals = _statuses(calls), self.refusals.read()
-        deploy.delete_consumers(self.dep.url, phase.consumers)
+        parts: list[_Phase] = []
+        calls: list[deploy.PlacementCall] = []
+        refusals: Counter = Counter()
+        used: Counter = Counter()
+        busy = 0.0
+        for at in range(slices):
+            self.fresh()
+            sampled, started = cpu.sample(), time.monotonic()
+            # Each slice its own requests (the first the same as an unsliced window's).
+            part = _closed_loop(opts.clients, opts.seconds / slices,
+                                opts.warmup if at == 0 else opts.slice_warmup,
+                                _service_decide(client, _Rngs(opts.seed + 7919 * at),
+                                                self.kinds, outcomes))
+            used.update(cpu.sample() - sampled)
+            busy += time.monotonic() - started
+            calls.extend(self.log.read_new())
+            refusals.update(self.refusals.read())
+            deploy.delete_consumers(self.dep.url, part.consumers)
+            parts.append(part)
+            if between is not None:
+                between(part)
+        phase = merged(parts)
+        cores = cpu.used_between(Counter(), used, busy)
+        statuses = _statuses(calls)
         self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
                  + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
@@ -897,6 +933,42 @@ class _Run:
         if opts.nested:
             self.nested_rows(f'{label}: ', calls, outcomes, _view_queries(scraped))
         return phase, statuses, refusals
+
+    def interleaved(self, client: Any, svc: Any = None
+                    ) -> tuple[_Phase, Counter, Counter, float]:
+        """Phase 4 in ``slices`` slices between slices of phase 3 (``slices``), the
+        window held to the ceiling slices beside each of its own; the window's phase,
+        statuses and refusals, and the ceiling it was held to."""
+        opts = self.opts
+        count, length = opts.slices, opts.seconds / opts.slices
+        ceilings: list[_Phase] = []
+        window: list[_Phase] = []
+
+        def ceiling_slice() -> None:
+            ceilings.append(self.claim_ceiling(
+                f'slice {len(ceilings) + 1} of {count + 1}', seconds=length,
+                warmup=opts.warmup if not ceilings else opts.slice_warmup))
+
+        def after_view_slice(part: _Phase) -> None:
+            window.append(part)
+            ceiling_slice()
+
+        ceiling_slice()
+        viewed, statuses, refusals = self.view_window(client, svc=svc, slices=count,
+                                                      between=after_view_slice)
+        held = held_to_neighbours([p.rate for p in window], [c.rate for c in ceilings])
+        big = self.n in CLAIM_CEILING_SIZES
+        self.row('throughput / PUT-only ceiling', held.share, ratio=held.share,
+                 target=f'ratio >= {CLAIM_CEILING_SHARE:g}'
+                        + ('' if big else ' at 10,000 and 50,000'),
+                 passed=(held.share >= CLAIM_CEILING_SHARE) if big else None, unit='x',
+                 note=('split machine' if self.split else 'shared cores')
+                 + f'; {count} slices of {length:g} s, each held to the mean of the ceiling '
+                   f'slices before and after it: '
+                 + ', '.join(f'{p.rate:.1f}/{c:.1f} = {s:.3f}x' for p, c, s
+                             in zip(window, held.beside, held.shares, strict=True))
+                 + f'; ceiling slices {", ".join(f"{c.rate:.1f}" for c in ceilings)} req/s')
+        return viewed, statuses, refusals, held.ceiling
 
     # 5. --------------------------------------------------------------------------
     def view_fill(self, client: Any, svc: Any = None) -> _Phase:
@@ -1030,12 +1102,15 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
         if opts.view_only:
             _journal_baseline(run, *_view_phases(run))
             return run.rows
+        sliced = opts.slices > 1
         if opts.arbiter_only:
-            _journal_baseline(run, *_view_phases(run, run.claim_ceiling()))
+            _journal_baseline(run, *_view_phases(
+                run, None if sliced else run.claim_ceiling(), interleaved=sliced))
             return run.rows
         per_request, queries = run.query_per_request()
         query_ceiling, claim_ceiling, get_p50 = run.ceilings(queries)
-        viewed, held_to = _view_phases(run, claim_ceiling, query_ceiling, get_p50)
+        viewed, held_to = _view_phases(run, None if sliced else claim_ceiling, query_ceiling,
+                                       get_p50, interleaved=sliced)
         _journal_baseline(run, viewed, held_to)
         for mode, phase in ((QUERY_MODE, per_request), (VIEW_MODE, viewed)):
             run.row(f'curve: {mode}, throughput', phase.rate, unit='req/s')
@@ -1044,19 +1119,24 @@ def run(providers: int, opts: Options | None = None) -> list[Row]:
 
 
 def _view_phases(run: _Run, claim_ceiling: _Phase | None = None,
-                 query_ceiling: _Phase | None = None, get_p50: float = float('nan')
-                 ) -> tuple[_Phase, float | None]:
+                 query_ceiling: _Phase | None = None, get_p50: float = float('nan'), *,
+                 interleaved: bool = False) -> tuple[_Phase, float | None]:
     """Phases 4-6 with the view on, then memory and read-back; the window's phase and
     the PUT-only ceiling it was held to (None without one).
     Without the ceilings (``view_only``): no target on them, no regret samples;
-    without the query ceiling (``arbiter_only``): no regret samples either."""
+    without the query ceiling (``arbiter_only``): no regret samples either.
+    ``interleaved``: the window in slices between slices of the PUT-only ceiling
+    (``claim_ceiling`` is then not held to)."""
     from scheduler.rpc.client import SchedulerClient
 
     dep, opts = run.dep, run.opts
     held_to = None
     with run.service(_view_config(dep, opts)) as (svc, tr):
         client = SchedulerClient(tr, topic=svc.topic, timeout=600)
-        viewed, statuses, refusals = run.view_window(client, svc=svc)
+        if interleaved:
+            viewed, statuses, refusals, held_to = run.interleaved(client, svc)
+        else:
+            viewed, statuses, refusals = run.view_window(client, svc=svc)
         if claim_ceiling is not None:
             # The machine's speed drifts within a run: one ceiling measured 47.8 req/s
             # and the next run's 59.3, ten minutes apart. The ceiling again right after
