@@ -22,8 +22,9 @@ one instance a call, back to back. In this order, each phase from a
    where the machine's CPU went (bench.cpu); then phase 3 once more, and the
    window held to the mean of the two ceilings (the machine's speed drifts).
    With ``--slices N``, the window in N slices between N + 1 slices of phase 3
-   instead (phase 3 is then not measured before the service starts): each slice
-   held to the two ceiling slices beside it, seconds away (bench.interleave);
+   instead (with ``--arbiter-only``, phase 3 is then not measured before the
+   service starts): each slice held to the two ceiling slices beside it, seconds
+   away (bench.interleave);
 5. the same service going on until the cloud is ``fill_to`` full (its memory:
    the share of MEMORY_MB capacity allocated, the class this cloud runs out of
    first) or ``fill_seconds`` have passed: throughput, latency, refused claims
@@ -957,18 +958,23 @@ class _Run:
         viewed, statuses, refusals = self.view_window(client, svc=svc, slices=count,
                                                       between=after_view_slice)
         held = held_to_neighbours([p.rate for p in window], [c.rate for c in ceilings])
-        big = self.n in CLAIM_CEILING_SIZES
-        self.row('throughput / PUT-only ceiling', held.share, ratio=held.share,
-                 target=f'ratio >= {CLAIM_CEILING_SHARE:g}'
-                        + ('' if big else ' at 10,000 and 50,000'),
-                 passed=(held.share >= CLAIM_CEILING_SHARE) if big else None, unit='x',
-                 note=('split machine' if self.split else 'shared cores')
-                 + f'; {count} slices of {length:g} s, each held to the mean of the ceiling '
-                   f'slices before and after it: '
-                 + ', '.join(f'{p.rate:.1f}/{c:.1f} = {s:.3f}x' for p, c, s
-                             in zip(window, held.beside, held.shares, strict=True))
-                 + f'; ceiling slices {", ".join(f"{c.rate:.1f}" for c in ceilings)} req/s')
+        self.ceiling_share_row(
+            held.share, f'{count} slices of {length:g} s, each held to the mean of the '
+                        f'ceiling slices before and after it: '
+            + ', '.join(f'{p.rate:.1f}/{c:.1f} = {s:.3f}x' for p, c, s
+                        in zip(window, held.beside, held.shares, strict=True))
+            + f'; ceiling slices {", ".join(f"{c.rate:.1f}" for c in ceilings)} req/s')
         return viewed, statuses, refusals, held.ceiling
+
+    def ceiling_share_row(self, share: float, how: str) -> None:
+        """The window's share of the PUT-only ceiling, held to its target at the sizes
+        the issue names; ``how`` says what it was held to."""
+        held = self.n in CLAIM_CEILING_SIZES
+        self.row('throughput / PUT-only ceiling', share, ratio=share,
+                 target=f'ratio >= {CLAIM_CEILING_SHARE:g}'
+                        + ('' if held else ' at 10,000 and 50,000'),
+                 passed=(share >= CLAIM_CEILING_SHARE) if held else None, unit='x',
+                 note=('split machine' if self.split else 'shared cores') + f'; {how}')
 
     # 5. --------------------------------------------------------------------------
     def view_fill(self, client: Any, svc: Any = None) -> _Phase:
@@ -1203,13 +1209,8 @@ def _claim_ceiling_target(run: _Run, viewed: _Phase, before: _Phase, after: _Pha
     share = viewed.rate / ceiling if ceiling else 0.0
     each = ', '.join(f'{viewed.rate / c.rate:.3f}x of {c.rate:.1f} req/s {when}'
                      for c, when in ((before, 'before'), (after, 'after')) if c.rate)
-    held = run.n in CLAIM_CEILING_SIZES
-    run.row('throughput / PUT-only ceiling', share, ratio=share,
-            target=f'ratio >= {CLAIM_CEILING_SHARE:g}'
-                   + ('' if held else ' at 10,000 and 50,000'),
-            passed=(share >= CLAIM_CEILING_SHARE) if held else None, unit='x',
-            note=('split machine' if run.split else 'shared cores')
-            + f'; the mean of the ceilings before and after the window; {each}')
+    run.ceiling_share_row(share, f'the mean of the ceilings before and after the window; '
+                                 f'{each}')
     return ceiling
 
 
