@@ -68,28 +68,50 @@ def _processes() -> Iterator[tuple[str, pathlib.Path]]:
 def process_seconds(pid: int | str) -> float:
     """CPU seconds process ``pid`` has used so far (user + system); OSError when it is
     gone."""
+    return _stat(pid)[0]
+
+
+def _stat(pid: int | str) -> tuple[float, int]:
+    """(CPU seconds so far, start time in ticks since boot) of process ``pid``."""
     fields = pathlib.Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    return (int(fields[11]) + int(fields[12])) / _TICKS, int(fields[19])
 
 
-def sample() -> Counter[str]:
-    """CPU seconds used so far by each kind of process alive now (user + system)."""
-    used: Counter[str] = Counter()
+#: CPU seconds so far of each process alive at a sample, by (kind, pid, start time): a
+#: process is told from another that later took its pid.
+Sample = dict[tuple[str, int, int], float]
+
+
+def sample() -> Sample:
+    """CPU seconds used so far by each process of a kind alive now (user + system)."""
+    used: Sample = {}
     for kind, entry in _processes():
         try:
-            used[kind] += process_seconds(entry.name)
+            seconds, start = _stat(entry.name)
         except OSError:
             continue
+        used[kind, int(entry.name), start] = seconds
     return used
 
 
-def used_between(before: Counter[str], after: Counter[str], seconds: float) -> dict[str, float]:
-    """Cores used on average by each kind between two samples (processes that
-    started in between count from zero; those that ended are not seen)."""
+def seconds_between(before: Sample, after: Sample) -> Counter[str]:
+    """CPU seconds each kind used between two samples, process by process: one that
+    started in between counts from zero; one that ended is not seen (what it used
+    since ``before`` is lost), and takes nothing from the others of its kind. Summed by
+    kind at each sample instead, a process that ended (a database connection closed,
+    the previous phase's service stopping) took its whole life's CPU off its kind."""
+    used: Counter[str] = Counter()
+    for key, seconds in after.items():
+        used[key[0]] += max(0.0, seconds - before.get(key, 0.0))
+    return used
+
+
+def used_between(before: Sample, after: Sample, seconds: float) -> dict[str, float]:
+    """Cores used on average by each kind between two samples (:func:`seconds_between`)."""
     if seconds <= 0:
         return {}
-    return {kind: max(0.0, after[kind] - before.get(kind, 0.0)) / seconds
-            for kind in sorted(after)}
+    used = seconds_between(before, after)
+    return {kind: used[kind] / seconds for kind in sorted(used)}
 
 
 @contextlib.contextmanager
@@ -106,6 +128,19 @@ def describe(cores: dict[str, float]) -> str:
     """'service 0.62, placement 0.71, …' (cores), largest first."""
     return ', '.join(f'{kind} {share:.2f}' for kind, share in
                      sorted(cores.items(), key=lambda kv: -kv[1]) if share >= 0.005)
+
+
+def arbiter_per_claim(cores: dict[str, float], claims_per_second: float) -> str:
+    """'Placement 21.0 ms, PostgreSQL 5.9 ms of CPU a claim': the arbiter's cores over the
+    claims a second it made. Window and ceiling make the same PUTs; where a window's
+    claim costs Placement more CPU than a ceiling's, the difference is what the service's
+    reads and the core they share took from it (doc/performance.md). Empty without a
+    rate."""
+    if claims_per_second <= 0:
+        return ''
+    return ', '.join(f'{name} {cores.get(kind, 0.0) * 1000 / claims_per_second:.1f} ms'
+                     for kind, name in (('placement', 'Placement'),
+                                        ('postgresql', 'PostgreSQL'))) + ' of CPU a claim'
 
 
 #: The kinds that arbitrate (Placement and its database): one side of a split machine.

@@ -313,6 +313,12 @@ def _database_url(dep: deploy.Deployment) -> str:
     return POSTGRES_URL.rsplit('/', 1)[0] + f'/{dep.placement.database}'
 
 
+def _cores_note(cores: dict[str, float], rate: float) -> str:
+    """What a phase's processes used, and the arbiter's CPU a claim at its ``rate``."""
+    per_claim = cpu.arbiter_per_claim(cores, rate)
+    return f'cores used: {cpu.describe(cores)}' + (f'; {per_claim}' if per_claim else '')
+
+
 def _statuses(calls: list[deploy.PlacementCall]) -> Counter:
     return Counter(f'{c.method} {c.status}' for c in calls if c.kind != 'other')
 
@@ -888,7 +894,7 @@ class _Run:
         self.row('Placement ceiling, PUT only (an arbiter)' + (f', {when}' if when else ''),
                  claim_ceiling.rate, unit='req/s',
                  note=_phase_note(claim_ceiling, statuses, opts.clients)
-                 + f'; cores used: {cpu.describe(cores)}')
+                 + f'; {_cores_note(cores, claim_ceiling.rate)}')
         return claim_ceiling
 
     # 4. --------------------------------------------------------------------------
@@ -913,7 +919,7 @@ class _Run:
                                 opts.warmup if at == 0 else opts.slice_warmup,
                                 _service_decide(client, _Rngs(opts.seed + 7919 * at),
                                                 self.kinds, outcomes))
-            used.update(cpu.sample() - sampled)
+            used.update(cpu.seconds_between(sampled, cpu.sample()))
             busy += time.monotonic() - started
             calls.extend(self.log.read_new())
             refusals.update(self.refusals.read())
@@ -922,11 +928,11 @@ class _Run:
             if between is not None:
                 between(part)
         phase = merged(parts)
-        cores = cpu.used_between(Counter(), used, busy)
+        cores = {kind: seconds / busy for kind, seconds in sorted(used.items())}
         statuses = _statuses(calls)
         self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
-                 + f'; GETs sent {statuses.get("GET 200", 0)}; cores used: {cpu.describe(cores)}')
+                 + f'; GETs sent {statuses.get("GET 200", 0)}; {_cores_note(cores, phase.rate)}')
         scraped = _scraped_since(svc, before)
         if svc is not None and opts.nested:     # the workers serve metrics with --nested
             self.row(f'{label}: where a request\'s time went', None,
