@@ -131,11 +131,12 @@ def describe(cores: dict[str, float]) -> str:
 
 
 def arbiter_per_claim(cores: dict[str, float], claims_per_second: float) -> str:
-    """'Placement 21.0 ms, PostgreSQL 5.9 ms of CPU a claim': the arbiter's cores over the
-    claims a second it made. Window and ceiling make the same PUTs; where a window's
-    claim costs Placement more CPU than a ceiling's, the difference is what the service's
-    reads and the core they share took from it (doc/performance.md). Empty without a
-    rate."""
+    """'Placement 21.0 ms, PostgreSQL 5.9 ms of CPU a claim': the arbiter's cores over a
+    phase's rate (its requests answered a second, a claim each while every request is
+    placed; a phase whose requests also query Placement puts those queries' CPU in the
+    figure too). Window and ceiling make the same PUTs, so where a window's figure is
+    higher, something beside the claims used the arbiter's core (doc/performance.md,
+    *Where the ninth machine's window loses*). Empty without a rate."""
     if claims_per_second <= 0:
         return ''
     return ', '.join(f'{name} {cores.get(kind, 0.0) * 1000 / claims_per_second:.1f} ms'
