@@ -108,9 +108,14 @@ def seconds_between(before: Sample, after: Sample) -> Counter[str]:
 
 def used_between(before: Sample, after: Sample, seconds: float) -> dict[str, float]:
     """Cores used on average by each kind between two samples (:func:`seconds_between`)."""
+    return cores_over(seconds_between(before, after), seconds)
+
+
+def cores_over(used: Counter[str], seconds: float) -> dict[str, float]:
+    """Cores used on average by each kind that used ``used`` CPU seconds in ``seconds``
+    (the sum of several stretches' :func:`seconds_between`, say)."""
     if seconds <= 0:
         return {}
-    used = seconds_between(before, after)
     return {kind: used[kind] / seconds for kind in sorted(used)}
 
 

@@ -928,7 +928,7 @@ class _Run:
             if between is not None:
                 between(part)
         phase = merged(parts)
-        cores = {kind: seconds / busy for kind, seconds in sorted(used.items())}
+        cores = cpu.cores_over(used, busy)
         statuses = _statuses(calls)
         self.row(f'{opts.workers} workers, {label}', phase.rate, unit='req/s',
                  note=_phase_note(phase, statuses, opts.clients)
